@@ -1,0 +1,52 @@
+"""The ``sm120lab`` command line.
+
+Each subcommand lives in its own module under :mod:`sm120lab.commands` and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (called with the parsed
+namespace, returning the exit status). Adding a command is adding one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __version__
+from . import commands as _commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sm120lab",
+        description="NVFP4 MoE on SM120/SM121: what is wrong, why, and what works.",
+    )
+    parser.add_argument("--version", action="version", version=f"sm120lab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(_commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{_commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        status = func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(status or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
