@@ -1,0 +1,124 @@
+"""What machine and software a result came from.
+
+``collect()`` returns a JSON-serialisable dict: host, OS, Python, package versions, GPU
+(name, compute capability, driver, CUDA runtime, shared memory per block) when torch sees one,
+every nvcc found, and the environment variables that change FP4 MoE behaviour. It never raises:
+a missing piece is recorded as ``None`` with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from importlib import metadata
+
+PACKAGES = (
+    "sm120lab", "torch", "triton", "numpy", "flashinfer-python", "flashinfer", "vllm",
+    "nvidia-cutlass-dsl", "cuda-python", "papermill",
+)
+
+ENV_PREFIXES = ("FLASHINFER_", "VLLM_", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH",
+                "CUDA_VISIBLE_DEVICES", "TRITON_", "NCCL_CUMEM_ENABLE", "SM120LAB_")
+
+
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def relevant_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def _nvcc_version(path: str) -> str | None:
+    try:
+        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+\.\d+), V([\d.]+)", text)
+    return m.group(2) if m else None
+
+
+def find_nvccs() -> list[dict[str, str | None]]:
+    """Every nvcc on PATH, under CUDA_HOME/CUDA_PATH, /usr/local/cuda*, and conda prefixes."""
+    candidates: list[str] = []
+    which = shutil.which("nvcc")
+    if which:
+        candidates.append(which)
+    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
+    candidates += sorted(glob.glob("/usr/local/cuda*/bin/nvcc")) + sorted(glob.glob("/opt/cuda*/bin/nvcc"))
+    seen, found = set(), []
+    for c in candidates:
+        if not os.path.isfile(c):
+            continue
+        real = os.path.realpath(c)
+        if real in seen:
+            continue
+        seen.add(real)
+        found.append({"path": c, "realpath": real, "version": _nvcc_version(c)})
+    return found
+
+
+def gpu_info() -> dict:
+    """GPU facts through torch; ``{"available": False, "reason": ...}`` without one."""
+    try:
+        import torch
+    except ImportError as exc:
+        return {"available": False, "reason": f"torch not importable: {exc}"}
+    if not torch.cuda.is_available():
+        return {"available": False, "reason": f"torch {torch.__version__} sees no CUDA device",
+                "torch_cuda": torch.version.cuda}
+    idx = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(idx)
+    info = {
+        "available": True,
+        "name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "total_memory_bytes": props.total_memory,
+        "torch_cuda_runtime": torch.version.cuda,
+        "shared_memory_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
+        "device_count": torch.cuda.device_count(),
+    }
+    info["driver"] = _nvidia_smi_query("driver_version")
+    return info
+
+
+def _nvidia_smi_query(field: str) -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, f"--query-gpu={field}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def collect() -> dict:
+    """Everything above in one dict, with a UTC timestamp."""
+    return {
+        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "packages": package_versions(),
+        "gpu": gpu_info(),
+        "nvcc": find_nvccs(),
+        "env": relevant_env(),
+    }
