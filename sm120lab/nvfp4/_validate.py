@@ -1,0 +1,46 @@
+"""Input checks shared by the quantizers: dtype/device, finiteness, block divisibility."""
+
+from __future__ import annotations
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def check_float_tensor(name: str, x: object) -> torch.Tensor:
+    """``x`` must be a torch tensor of a floating dtype; raise ``TypeError`` naming ``name`` otherwise."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must have dtype float32, float16, bfloat16 or float64, got {x.dtype}")
+    return x
+
+
+def check_finite(name: str, x: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming how many elements are NaN/Inf and the first one's index."""
+    bad = ~torch.isfinite(x)
+    count = int(bad.sum())
+    if count:
+        first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
+        raise ValueError(
+            f"{name} has {count} non-finite value(s) (NaN/Inf); first at index {first}: "
+            f"{x[first].item()!r}. Pass allow_nonfinite=True to saturate Inf to +-6 and map NaN to +6."
+        )
+
+
+def check_block_divisible(name: str, x: torch.Tensor, block: int, fmt: str) -> None:
+    """The last dimension must be a positive multiple of the block size."""
+    if x.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension, got a scalar")
+    k = x.shape[-1]
+    if k == 0 or k % block:
+        pad = (-k) % block if k else block
+        raise ValueError(
+            f"{name}: last dimension K={k} is not a positive multiple of the {fmt} block size {block}; "
+            f"pad K by {pad} to {k + pad} (zeros are exact in every format)."
+        )
+
+
+def check_same_device(name: str, t: torch.Tensor, ref: torch.Tensor, ref_name: str) -> None:
+    if t.device != ref.device:
+        raise TypeError(f"{name} is on {t.device} but {ref_name} is on {ref.device}; move them to one device")
