@@ -1,0 +1,208 @@
+"""NVFP4 / MXFP4 quantization: properties on fresh random inputs, and every bad-input rule."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from sm120lab.nvfp4 import (E2M1_VALUES, NVFP4Tensor, default_global_scale, dequantize_mxfp4,
+                            dequantize_nvfp4, e2m1_decode, e8m0_to_float, gemm_alpha_from_modelopt_scales,
+                            global_scale_from_modelopt_scale, modelopt_scale_from_global_scale, quantize_mxfp4,
+                            quantize_nvfp4, swizzle_scales_128x4, unswizzle_scales_128x4)
+
+GRID = np.array(E2M1_VALUES[:8])
+finite_f32 = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, width=32)
+
+
+def blocks_strategy(max_rows=4, max_blocks=4):
+    return st.tuples(st.integers(1, max_rows), st.integers(1, max_blocks)).flatmap(
+        lambda s: arrays(np.float32, (s[0], 16 * s[1]), elements=finite_f32))
+
+
+def _nearest_grid_ok(t: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """decoded magnitude is the nearest grid value to |t| (ties to even), saturating at 6; accepts
+    either neighbour when |t| is within a few fp32 ulps of a midpoint (fp32 vs fp64 evaluation)."""
+    a = np.minimum(np.abs(t), 6.0)
+    dist = np.abs(GRID[None, :] - a[:, None])
+    best = dist.min(axis=1)
+    d_dec = np.abs(np.abs(decoded) - a)
+    exact = np.isclose(d_dec, best, rtol=0, atol=0)
+    near_tie = np.abs(d_dec - best) <= 4 * np.spacing(np.float32(np.maximum(a, 1e-30))).astype(np.float64) * 8
+    # ties: both neighbours equidistant -> must be the even code
+    return exact | near_tie
+
+
+@given(blocks_strategy())
+def test_decoded_elements_are_nearest_grid_values(x_np):
+    x = torch.from_numpy(x_np)
+    q = quantize_nvfp4(x)
+    gs = float(q.global_scale)
+    sf = q.scale.float().numpy().repeat(16, axis=-1).astype(np.float64)
+    codes = q.codes()
+    dec = e2m1_decode(codes).numpy().astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(sf > 0, x_np.astype(np.float64) * gs / sf, 0.0)
+    ok = _nearest_grid_ok(t.ravel(), dec.ravel())
+    assert ok.all(), f"{(~ok).sum()} elements not nearest-grid"
+    # signs follow the input (zero codes keep the sign of x)
+    nz = dec.ravel() != 0
+    assert (np.signbit(dec.ravel()[nz]) == np.signbit(x_np.ravel()[nz])).all()
+
+
+@given(blocks_strategy())
+def test_block_scales_are_e4m3_of_gs_amax_over_6(x_np):
+    x = torch.from_numpy(x_np)
+    q = quantize_nvfp4(x)
+    amax = torch.from_numpy(np.abs(x_np).reshape(x_np.shape[0], -1, 16).max(-1))
+    inv6 = torch.tensor(1 / 6, dtype=torch.float32)
+    expected = (q.global_scale * (amax * inv6)).clamp(max=448).to(torch.float8_e4m3fn)
+    assert torch.equal(q.scale.view(torch.uint8), expected.view(torch.uint8))
+
+
+@given(blocks_strategy(), st.booleans())
+def test_quantize_dequantize_is_idempotent(x_np, swizzled):
+    layout = "swizzled" if swizzled else "linear"
+    q = quantize_nvfp4(torch.from_numpy(x_np), scale_layout=layout)
+    q2 = quantize_nvfp4(dequantize_nvfp4(q), q.global_scale, scale_layout=layout)
+    assert torch.equal(q2.data, q.data)
+    assert torch.equal(q2.scale.view(torch.uint8), q.scale.view(torch.uint8))
+
+
+@given(st.integers(1, 300), st.integers(1, 13), st.integers(0, 2))
+def test_swizzle_round_trips_for_any_shape(rows, cols, batch):
+    lead = (batch + 1,) if batch else ()
+    s = torch.randint(0, 255, (*lead, rows, cols), dtype=torch.uint8).view(torch.float8_e4m3fn)
+    sw = swizzle_scales_128x4(s)
+    assert sw.shape[-2] % 128 == 0 and sw.shape[-1] % 4 == 0
+    back = unswizzle_scales_128x4(sw, rows, cols)
+    assert torch.equal(back.view(torch.uint8), s.view(torch.uint8))
+
+
+def test_swizzle_index_map_matches_the_documented_formula():
+    rows, cols = 256, 8
+    idx = torch.arange(rows * cols, dtype=torch.int64).reshape(rows, cols)
+    flat = swizzle_scales_128x4(idx).reshape(-1)
+    for r, c in [(0, 0), (1, 0), (31, 3), (32, 0), (100, 5), (127, 7), (128, 0), (255, 6)]:
+        a, b, cc = r // 128, (r % 128) // 32, r % 32
+        d, e = c // 4, c % 4
+        offset = (a * (cols // 4) + d) * 512 + cc * 16 + b * 4 + e
+        assert int(flat[offset]) == r * cols + c
+
+
+def test_linear_and_swizzled_quantizations_agree_and_dequantize_equally():
+    x = torch.randn(3, 200, 96)
+    lin = quantize_nvfp4(x)
+    sw = quantize_nvfp4(x, scale_layout="swizzled")
+    assert sw.scale.shape == (3, 256, 8)
+    assert torch.equal(lin.data, sw.data)
+    assert torch.equal(dequantize_nvfp4(lin), dequantize_nvfp4(sw))
+
+
+def test_per_expert_global_scales_broadcast():
+    w = torch.randn(4, 32, 64) * torch.tensor([1.0, 10.0, 0.1, 3.0]).view(4, 1, 1)
+    gs = torch.stack([default_global_scale(w[e]) for e in range(4)]).view(4, 1)
+    q = quantize_nvfp4(w, gs)
+    for e in range(4):
+        qe = quantize_nvfp4(w[e], gs[e, 0])
+        assert torch.equal(q.data[e], qe.data)
+    err = (dequantize_nvfp4(q) - w).norm() / w.norm()
+    assert err < 0.15
+
+
+def test_error_is_within_nvfp4_envelope_on_gaussian():
+    x = torch.randn(64, 1024)
+    err = float((dequantize_nvfp4(quantize_nvfp4(x)) - x).norm() / x.norm())
+    assert 0.03 < err < 0.15  # nonzero (real quantization) and small (not garbage)
+
+
+def test_fp64_dequantize_equals_exact_rational_value():
+    x = torch.randn(2, 32)
+    q = quantize_nvfp4(x)
+    d64 = dequantize_nvfp4(q, dtype=torch.float64)
+    d32 = dequantize_nvfp4(q)
+    assert torch.equal(d64.float(), d32)  # fp32 result is the correctly rounded exact value
+
+
+def test_all_zero_tensor_and_zero_block():
+    z = torch.zeros(2, 32)
+    q = quantize_nvfp4(z)
+    assert float(q.global_scale) == 1.0
+    assert int(q.data.sum()) == 0 and int(q.scale.view(torch.uint8).sum()) == 0
+    assert not torch.isnan(dequantize_nvfp4(q)).any()
+    x = torch.randn(1, 48)
+    x[0, 16:32] = 0
+    q = quantize_nvfp4(x)
+    assert q.scale.float()[0, 1] == 0 and int(q.codes()[0, 16:32].sum()) == 0
+    assert not torch.isnan(dequantize_nvfp4(q)).any()
+
+
+def test_input_is_not_modified():
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        x = torch.randn(4, 64).to(dt)
+        before = x.clone()
+        quantize_nvfp4(x, scale_layout="swizzled")
+        quantize_mxfp4(x)
+        assert torch.equal(x, before)
+
+
+def test_nan_and_inf_raise_with_count_and_first_index():
+    x = torch.randn(3, 32)
+    x[1, 5] = float("nan")
+    x[2, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"2 non-finite.*\(1, 5\)"):
+        quantize_nvfp4(x)
+    with pytest.raises(ValueError, match="non-finite"):
+        quantize_mxfp4(x)
+    q = quantize_nvfp4(x, allow_nonfinite=True)
+    assert q.codes()[1, 5] == 0x7 and q.codes()[2, 0] == 0x7
+
+
+def test_k_not_multiple_of_block_names_padding():
+    with pytest.raises(ValueError, match=r"K=30.*block size 16.*pad K by 2"):
+        quantize_nvfp4(torch.randn(2, 30))
+    with pytest.raises(ValueError, match=r"K=48.*block size 32.*pad K by 16"):
+        quantize_mxfp4(torch.randn(2, 48))
+
+
+def test_wrong_dtype_or_device_raise_type_error():
+    with pytest.raises(TypeError, match="dtype"):
+        quantize_nvfp4(torch.ones(2, 16, dtype=torch.int32))
+    with pytest.raises(TypeError):
+        quantize_nvfp4(np.ones((2, 16), dtype=np.float32))
+    with pytest.raises(TypeError, match="device"):
+        quantize_nvfp4(torch.randn(2, 16), torch.tensor(1.0, device="meta"))
+    with pytest.raises(ValueError, match="scale_layout"):
+        quantize_nvfp4(torch.randn(2, 16), scale_layout="tiled")
+    with pytest.raises(ValueError, match="global_scale"):
+        quantize_nvfp4(torch.randn(2, 16), -1.0)
+    with pytest.raises(TypeError):
+        dequantize_nvfp4(torch.zeros(2))
+
+
+@given(arrays(np.float32, (3, 64), elements=finite_f32))
+def test_mxfp4_scales_are_powers_of_two_and_max_fits(x_np):
+    x = torch.from_numpy(x_np)
+    q = quantize_mxfp4(x)
+    amax = np.abs(x_np).reshape(3, 2, 32).max(-1)
+    scale = e8m0_to_float(q.scale).numpy()
+    nz = amax > 0
+    # OCP rule: X = 2^(floor(log2 amax) - 2)  => amax / X in [4, 8)
+    ratio = amax[nz] / scale[nz]
+    assert ((ratio >= 4) & (ratio < 8)).all()
+    d = dequantize_mxfp4(q).numpy()
+    assert np.all(np.abs(d) <= 6 * scale.repeat(32, axis=-1) + 0)
+
+
+def test_modelopt_conversions_are_explicit_inverses():
+    gs = torch.tensor([2688.0, 17.5])
+    ws2 = modelopt_scale_from_global_scale(gs)
+    assert torch.allclose(ws2, 1 / gs)
+    assert torch.allclose(global_scale_from_modelopt_scale(ws2), gs, rtol=1e-7)
+    alpha = gemm_alpha_from_modelopt_scales(ws2[0], ws2[1])
+    assert math.isclose(float(alpha), 1 / (2688.0 * 17.5), rel_tol=1e-6)
+    with pytest.raises(ValueError):
+        modelopt_scale_from_global_scale(torch.tensor(0.0))
