@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="papermill parameter for every notebook that declares it (YAML value)")
     p.add_argument("--params", metavar="FILE.yaml",
                    help="YAML: global parameters and/or per-notebook sections keyed by notebook name")
+    p.add_argument("--matrix", metavar="FILE.yaml",
+                   help="run the notebooks once per combination of settings (see sm120lab.run_matrix); "
+                        "--out is then the base folder (default runs/)")
     p.add_argument("--notebooks-dir", type=Path, help="where the notebooks are (default: the checkout's notebooks/)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=main)
@@ -63,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
         console.print("[red]no notebooks found[/red]")
         return 2
     params = load_params(args.parameter, args.params)
+    if args.matrix:
+        return _main_matrix(args, notebooks, params, console)
     run_dir = args.out or default_run_dir()
     console.print(f"run folder: {run_dir}")
     summary = execute_all(notebooks, run_dir, params, progress=not args.no_progress)
@@ -79,3 +84,22 @@ def main(args: argparse.Namespace) -> int:
         return 1
     console.print(f"[green]all {len(summary.notebooks)} notebooks ok[/green]")
     return 0
+
+
+def _main_matrix(args, notebooks, params, console) -> int:
+    from ..run_matrix import execute_matrix, load_matrix
+
+    try:
+        combos = load_matrix(args.matrix)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+    base = args.out or Path("runs")
+    summaries = execute_matrix(notebooks, base, combos, params, progress=not args.no_progress)
+    bad = 0
+    for combo, s in zip(combos, summaries):
+        failed = [n.name for n in s.notebooks if n.status != "ok"]
+        bad += bool(failed)
+        console.print(f"{combo.label}: {s.run_dir} " + (f"[red]failed: {', '.join(failed)}[/red]" if failed else "[green]ok[/green]"))
+    console.print(f"index: {base / 'matrix.json'}; compare with: sm120lab compare " + " ".join(str(s.run_dir) for s in summaries))
+    return 1 if bad else 0
