@@ -1,0 +1,148 @@
+"""``sm120lab patch status|apply|revert``: audit and safely apply SM120 patches to FlashInfer / vLLM."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+_EPILOG = """examples:
+  sm120lab patch status                         # installed flashinfer: every seed patch, classified
+  sm120lab patch status --package vllm --evidence
+  sm120lab patch status --site ~/.cache/sm120lab/wheels/flashinfer-python-0.6.5
+  sm120lab patch apply --dry-run                # unified diffs of the `needed` patches
+  sm120lab patch apply --clear-jit-cache
+  sm120lab patch revert
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "patch", help="audit / apply / revert SM120 patches for FlashInfer and vLLM",
+        description="Check which of the SM120 patches people pass around matter for your installed "
+                    "FlashInfer / vLLM, apply the needed ones atomically with a backup, revert byte for byte.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["status", "apply", "revert"])
+    p.add_argument("--package", default="flashinfer", metavar="NAME",
+                   help="flashinfer | vllm | a distribution name with a spec (default: flashinfer)")
+    p.add_argument("--site", metavar="PATH", help="an unpacked wheel / site-packages root to use instead of the installed package")
+    p.add_argument("--dry-run", action="store_true", help="apply/revert: show unified diffs, write nothing")
+    p.add_argument("--only", nargs="+", metavar="ID", help="apply: these patch ids instead of the default `needed` set")
+    p.add_argument("--clear-jit-cache", action="store_true",
+                   help="after apply/revert, delete FlashInfer's JIT build cache (~/.cache/flashinfer, keeps cubins)")
+    p.add_argument("--evidence", action="store_true", help="status: print each patch's evidence lines")
+    p.add_argument("--json", metavar="FILE", help="status: also write the audit rows as JSON (atomically)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..patches import audit, engine
+    from ..patches.site import SiteError, locate
+    from ..patches.spec import SpecError, load_specs, normalize_package, supported_ranges
+
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 150)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    package = normalize_package(args.package)
+    ranges = supported_ranges(package)
+    if not ranges:
+        err.print(f"--package: no patch specs for {args.package!r}; expected flashinfer or vllm")
+        return 2
+    if args.only and args.action != "apply":
+        err.print("--only: only `apply` takes patch ids; `revert` restores every file it patched, byte for byte")
+        return 2
+    import_name = "flashinfer" if package == "flashinfer-python" else package
+    try:
+        tree = locate(package, import_name, args.site)
+        specs = load_specs(package, tree.version)
+    except (SiteError, SpecError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    where = f"{tree.root}" + ("" if tree.installed else " (--site)")
+    console.print(f"[bold]{package} {tree.version}[/bold] at {where}; specs: {', '.join(specs.sources)}")
+
+    if args.action == "status":
+        return _status(console, tree, specs, args, audit)
+    if args.action == "apply" and args.only:
+        for pid in args.only:
+            p = next((p for p in specs.patches if p.id == pid), None)
+            if p is not None and p.classification != "needed":
+                console.print(f"[yellow]warning:[/yellow] {pid} is classified {p.classification}"
+                              + (": it unlocks a path with no SM120 kernels" if p.classification == "harmful" else
+                                 ": it is not needed for this version"))
+    try:
+        if args.action == "apply":
+            out = engine.apply(tree, specs, args.only, dry_run=args.dry_run)
+        else:
+            out = engine.revert(tree, specs, dry_run=args.dry_run)
+    except (engine.PatchError, KeyError) as exc:
+        err.print(f"[red]refused:[/red] {exc.args[0] if exc.args else exc}")
+        return 1
+    for note in out.notes:
+        console.print(f"note: {note}", markup=False)
+    for pid in out.skipped:
+        console.print(f"  already {'applied' if out.action == 'apply' else 'original'}: {pid}")
+    if not out.changed:
+        console.print(f"nothing to {out.action}" + (" (no patch is both `needed` and default_apply for this version; "
+                                                      "use --only ID, see `sm120lab patch status`)"
+                                                      if out.action == "apply" and not args.only and not out.skipped else ""))
+        return 0
+    for c in out.changes:
+        if args.dry_run:
+            sys.stdout.write(c.diff())
+        else:
+            console.print(f"  {'patched' if out.action == 'apply' else 'restored'} {c.rel}"
+                          f" ({', '.join(c.patch_ids)})")
+    if args.dry_run:
+        console.print(f"dry run: {len(out.changes)} file(s) would change; nothing written")
+        return 0
+    console.print(f"manifest: {out.manifest}" if out.action == "apply" else "backups and manifest removed")
+    if package == "flashinfer-python":
+        cache = engine.flashinfer_cache_dir()
+        if args.clear_jit_cache:
+            removed = engine.clear_flashinfer_jit_cache(cache)
+            console.print(f"cleared FlashInfer JIT cache: {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} under {cache}")
+        else:
+            console.print(f"[yellow]FlashInfer reuses JIT-built modules from {cache}: clear it (rm -rf "
+                          f"{cache}/{tree.version}, or rerun with --clear-jit-cache) so the changed "
+                          f"sources are compiled[/yellow]")
+    return 0
+
+
+def _short(path: str) -> str:
+    """``.../tcgen05/copy.py`` for long paths (the full path is in --evidence and --json)."""
+    parts = path.split("/")
+    return path if len(path) <= 44 else ".../" + "/".join(parts[-2:])
+
+
+def _status(console, tree, specs, args, audit) -> int:
+    from rich.table import Table
+
+    rows = audit.rows(tree, specs)
+    table = Table(title=f"patches for {tree.package} {tree.version}", show_lines=False)
+    for col in ("id", "file:line", "class", "state", "advice"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("id", "state"))
+    for r in rows:
+        loc = _short(r["file"]) + (f":{r['line']}" if r["line"] else "") if r["file"] else "(not in the wheel)"
+        cls = r["classification"] + (f" {r['upstreamed_in']}" if r["upstreamed_in"] else "")
+        table.add_row(r["id"], loc, cls, r["status"], r["advice"])
+    console.print(table)
+    if args.evidence:
+        for r in rows:
+            console.print(f"\n[bold]{r['id']}[/bold] ({r['classification']}): {r['purpose']}")
+            console.print(r["evidence"], markup=False)
+    for s in audit.settings_rows(specs):
+        env = " ".join(f"{k}={v}" for k, v in s["env"].items())
+        rep = f" (replaces {', '.join(s['replaces'])})" if s["replaces"] else ""
+        console.print(f"setting {s['id']}: {env}{rep}: {s['purpose']}", markup=False)
+    counts = audit.summary(rows)
+    console.print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())), markup=False)
+    if args.json:
+        from ..atomic_io import write_json_atomic
+        from ..envinfo import collect
+
+        write_json_atomic(args.json, {"package": tree.package, "version": tree.version, "root": str(tree.root),
+                                      "rows": rows, "settings": audit.settings_rows(specs),
+                                      "command": " ".join(sys.argv), "env": collect()})
+        console.print(f"wrote {args.json}")
+    return 0

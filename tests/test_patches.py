@@ -1,0 +1,442 @@
+"""Patch specs and the patch engine against the real FlashInfer / vLLM wheels (PyPI, cached).
+
+Wheels are downloaded once into ~/.cache/sm120lab/wheels (or $SM120LAB_CACHE) and only the
+files the specs name are extracted; every test that writes works on a copy in tmp_path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sm120lab.cli import main as cli_main
+from sm120lab.patches import engine, textmatch as tm
+from sm120lab.patches.site import locate
+from sm120lab.patches.spec import SpecError, all_spec_files, load_specs
+from sm120lab.patches.wheels import download_wheel, evidence_quotes, fetch_for_audit, wheel_subset
+
+pytestmark = pytest.mark.network
+
+FI_OLD, FI_NEW, VLLM = "0.6.5", "0.7.4", "0.17.0"
+CUTE = "flashinfer/data/cutlass/python/CuTeDSL/"
+# the seed report's "Files Patched (Complete List)" (shared/research/seed-report.md)
+SEED_FILES_FI = [
+    "flashinfer/compilation_context.py", "flashinfer/jit/fused_moe.py",
+    "flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu",
+    CUTE + "cutlass/cute/nvgpu/cpasync/copy.py", CUTE + "cutlass/cute/nvgpu/tcgen05/mma.py",
+    CUTE + "cutlass/cute/nvgpu/tcgen05/copy.py", CUTE + "cutlass/cute/arch/mbar.py",
+    CUTE + "cutlass/cute/arch/elect.py", CUTE + "base_dsl/runtime/cuda.py",
+]
+SEED_FILES_VLLM = [
+    "vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py",
+    "vllm/model_executor/layers/fused_moe/flashinfer_trtllm_moe.py",
+    "vllm/model_executor/layers/fused_moe/flashinfer_cutedsl_moe.py",
+]
+
+
+@pytest.fixture(scope="module")
+def fi_old() -> Path:
+    return fetch_for_audit("flashinfer", FI_OLD)
+
+
+@pytest.fixture(scope="module")
+def fi_new() -> Path:
+    return fetch_for_audit("flashinfer", FI_NEW)
+
+
+def _copy_site(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".absent", engine.STATE_DIR))
+    return dst
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _own_ids(specs):
+    """Patches from this kit's spec files (not the separately written stage-count spec)."""
+    return [p for p in specs.patches if p.source.startswith(("flashinfer_0_6", "vllm_"))]
+
+
+# --- spec files ---------------------------------------------------------------------------
+
+def test_every_spec_file_parses_and_ids_are_unique_per_version():
+    files = all_spec_files()
+    assert files, "no spec files packaged"
+    for f in files:
+        ids = [p.id for p in f["patches"]]
+        assert len(ids) == len(set(ids)), f["name"]
+    for version in (FI_OLD, FI_NEW, "0.6.7", "0.6.6"):
+        s = load_specs("flashinfer", version)
+        assert len({p.id for p in s.patches}) == len(s.patches)
+
+
+@pytest.mark.parametrize("package,version", [("flashinfer", "0.5.3"), ("flashinfer", "0.8.0"), ("vllm", "0.16.0")])
+def test_version_without_spec_is_refused_with_the_known_ranges(package, version):
+    with pytest.raises(SpecError, match="no patch spec") as exc:
+        load_specs(package, version)
+    assert "specs exist for" in str(exc.value)
+
+
+def test_seed_report_files_are_all_covered():
+    fi = {p.file for p in load_specs("flashinfer", FI_OLD).patches}
+    assert set(SEED_FILES_FI) <= fi
+    vl = {p.file for p in load_specs("vllm", VLLM).patches}
+    assert set(SEED_FILES_VLLM) <= vl
+    doc = [p for p in load_specs("vllm", VLLM).patches if p.documented_only and p.seed_ref]
+    assert {"CMakeLists" in p.seed_ref or "nvfp4_utils" in p.seed_ref for p in doc} == {True}
+
+
+# --- status on the real wheels matches the audit --------------------------------------------
+
+def test_status_065_every_seed_edit_has_a_unique_anchor(fi_old):
+    specs = load_specs("flashinfer", FI_OLD)
+    states = engine.status(locate("flashinfer-python", "flashinfer", fi_old), specs)
+    own = [s for s in states if s.patch in _own_ids(specs)]
+    assert own and all(s.status == tm.APPLICABLE for s in own), [(s.patch.id, s.status) for s in own]
+    # one CuTeDSL entry per "sm_100a" list entry in each file of the real wheel (seed: 4/2/3/8/1)
+    for rel in SEED_FILES_FI[3:8]:
+        n_wheel = sum(1 for line in (fi_old / rel).read_text().splitlines() if line.strip() == '"sm_100a",')
+        n_spec = sum(1 for p in specs.patches if p.file == rel)
+        assert n_wheel == n_spec > 0, rel
+    assert sum(1 for p in specs.patches if p.file and p.file.startswith(CUTE + "cutlass/")) == 18
+    by_cls = {s.patch.id: s.patch.classification for s in own}
+    assert {by_cls[i] for i in ("fi-trtllm-launcher-major-ge-10", "fi-trtllm-launcher-props-ge-10",
+                                "fi-jit-trtllm-gen-moe-major-12")} == {"harmful"}
+    assert not any(p.classification == "needed" for p in _own_ids(specs))
+
+
+def test_status_074_upstreamed_anchors_gone_and_stale_copy_absent(fi_new):
+    specs = load_specs("flashinfer", FI_NEW)
+    states = engine.status(locate("flashinfer-python", "flashinfer", fi_new), specs)
+    whl = zipfile.ZipFile(download_wheel("flashinfer-python", FI_NEW))
+    names = set(whl.namelist())
+    for s in states:
+        if s.patch not in _own_ids(specs):
+            continue
+        if s.patch.classification == "upstreamed":
+            assert s.status == tm.ANCHOR_MISSING, s.patch.id
+        if s.patch.file.startswith(CUTE):
+            assert (s.status == tm.FILE_MISSING) == (s.patch.file not in names), s.patch.id
+        if s.patch.id.startswith("fi-jit-moe-sm10"):
+            assert s.status == tm.APPLICABLE, s.patch.id
+
+
+def test_stale_cutedsl_copy_is_not_imported_by_flashinfer_065():
+    """The no-op claim for the 18 CuTeDSL edits: no flashinfer module puts the copy on sys.path."""
+    with zipfile.ZipFile(download_wheel("flashinfer-python", FI_OLD)) as zf:
+        py = [n for n in zf.namelist() if n.startswith("flashinfer/") and n.endswith(".py")
+              and not n.startswith("flashinfer/data/")]
+        offenders = []
+        for n in py:
+            for line in zf.read(n).decode("utf-8", "replace").splitlines():
+                code = line.split("#", 1)[0]
+                if "CuTeDSL" in code and ("sys.path" in code or "data" in code):
+                    offenders.append((n, line))
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        assert "Requires-Dist: nvidia-cutlass-dsl" in zf.read(meta).decode()
+    assert len(py) > 50 and offenders == []
+
+
+def test_evidence_lines_quote_the_real_files():
+    """Every ``[version] path:line: text`` line in every spec is the wheel's actual line."""
+    wanted: dict[tuple[str, str], set[str]] = {}
+    quotes = []
+    for f in all_spec_files():
+        if not f["name"].startswith(("flashinfer_0_6", "vllm_")):
+            continue  # this kit's spec files (the stage-count spec has its own proof)
+        dist = f["package"]
+        for item in f["patches"] + f["settings"]:
+            for ver, path, line, text in evidence_quotes(item.evidence):
+                wanted.setdefault((dist, ver), set()).add(path)
+                quotes.append((dist, ver, path, line, text, item.id))
+    assert len(quotes) > 50
+    roots = {key: wheel_subset(key[0], key[1], sorted(paths)) for key, paths in wanted.items()}
+    for dist, ver, path, line, text, pid in quotes:
+        lines = (roots[(dist, ver)] / path).read_text().splitlines()
+        assert lines[line - 1].rstrip().strip() == text.strip(), (pid, path, line)
+
+
+# --- apply / revert -------------------------------------------------------------------------
+
+def test_apply_then_revert_is_byte_identical_and_apply_is_idempotent(fi_old, tmp_path):
+    rng = random.Random(os.urandom(8))
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    ids = [p.id for p in rng.sample(_own_ids(specs), k=rng.randint(3, 10))]
+    out = engine.apply(tree, specs, ids)
+    assert out.changed and {i for c in out.changes for i in c.patch_ids} == set(ids)
+    states = {s.patch.id: s.status for s in engine.status(tree, specs)}
+    assert all(states[i] == tm.APPLIED for i in ids)
+    after = _hashes(site)
+    changed = {k for k in before if before[k] != after.get(k)}
+    assert changed == {c.rel for c in out.changes}
+    manifest = engine.read_manifest(tree)
+    for c in out.changes:
+        assert manifest["files"][c.rel]["new_sha256"] == after[c.rel]
+        assert manifest["files"][c.rel]["original_sha256"] == before[c.rel]
+    again = engine.apply(tree, specs, ids)  # second apply: nothing written
+    assert not again.changed and sorted(again.skipped) == sorted(ids)
+    assert {k: v for k, v in _hashes(site).items() if not k.startswith(engine.STATE_DIR)} == \
+           {k: v for k, v in after.items() if not k.startswith(engine.STATE_DIR)}
+    engine.revert(tree, specs)
+    assert _hashes(site) == before  # byte for byte, and backups/manifest gone
+
+
+def test_incremental_apply_keeps_the_first_backup(fi_old, tmp_path):
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    engine.apply(tree, specs, ["fi-cutedsl-mbar-sm120a-1"])
+    engine.apply(tree, specs, ["fi-cutedsl-mbar-sm120a-5", "fi-jit-moe-sm100-major-12"])
+    m = engine.read_manifest(tree)["files"][CUTE + "cutlass/cute/arch/mbar.py"]
+    assert m["patches"] == ["fi-cutedsl-mbar-sm120a-1", "fi-cutedsl-mbar-sm120a-5"]
+    engine.revert(tree, specs)
+    assert _hashes(site) == before
+
+
+def test_tampered_file_is_refused(fi_old, tmp_path):
+    rng = random.Random(os.urandom(8))
+    site = _copy_site(fi_old, tmp_path / "site")
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    out = engine.apply(tree, specs, ["fi-trtllm-launcher-major-ge-10", "fi-compilation-context-arch-suffix"])
+    victim = site / rng.choice(out.changes).rel
+    data = bytearray(victim.read_bytes())
+    i = rng.randrange(len(data))
+    data[i] = (data[i] + rng.randint(1, 255)) % 256
+    victim.write_bytes(bytes(data))
+    snapshot = _hashes(site)
+    for action in (lambda: engine.revert(tree, specs), lambda: engine.apply(tree, specs, ["fi-jit-moe-sm100-major-12"])):
+        with pytest.raises(engine.PatchError, match="changed since sm120lab patched") as exc:
+            action()
+        assert "force-reinstall" in str(exc.value)
+        assert _hashes(site) == snapshot  # a refusal writes nothing
+
+
+def test_missing_and_ambiguous_anchor_are_refused(fi_old, tmp_path):
+    site = _copy_site(fi_old, tmp_path / "site")
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    p = specs.patch("fi-jit-moe-sm100-major-12")
+    target = site / p.file
+    original = target.read_bytes()
+    target.write_bytes(original + b"\n# " + p.anchor.encode() + b"\n")
+    with pytest.raises(engine.PatchError, match="anchor-ambiguous"):
+        engine.apply(tree, specs, [p.id])
+    target.write_bytes(original.replace(p.anchor.encode(), b"supported_major_versions=[9]"))
+    with pytest.raises(engine.PatchError, match="anchor-missing"):
+        engine.apply(tree, specs, [p.id])
+    assert not (site / engine.STATE_DIR).exists()
+
+
+def test_revert_without_manifest_writes_nothing_and_names_hand_edits(fi_old, tmp_path):
+    site = _copy_site(fi_old, tmp_path / "site")
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    p = specs.patch("fi-trtllm-launcher-props-ge-10")
+    f = site / p.file
+    f.write_bytes(f.read_bytes().replace(p.anchor.encode(), p.replacement.encode()))  # like the seed's hand edit
+    snapshot = _hashes(site)
+    out = engine.revert(tree, specs)
+    assert not out.changed and _hashes(site) == snapshot  # nothing of ours to restore: nothing written
+    assert len(out.notes) == 1 and p.id in out.notes[0] and "force-reinstall" in out.notes[0]
+
+
+_CRASHER = textwrap.dedent("""
+    import os, signal, sys
+    from sm120lab.patches import engine
+    from sm120lab.patches.site import locate
+    from sm120lab.patches.spec import load_specs
+    site, kill_at, ids = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    real, n = os.replace, [0]
+    def replace(src, dst):
+        # die after the temp file of the kill_at-th patched file is fully written, before the rename
+        if "/.sm120lab-patches/" not in str(dst):
+            n[0] += 1
+            if n[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real(src, dst)
+    os.replace = replace
+    tree = locate("flashinfer-python", "flashinfer", site)
+    engine.apply(tree, load_specs("flashinfer", tree.version), ids)
+""")
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_power_cut_leaves_old_or_new_never_half(fi_old, tmp_path, trial):
+    rng = random.Random(os.urandom(8))
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    files = {}
+    for p in _own_ids(specs):
+        files.setdefault(p.file, p.id)
+    ids = rng.sample(sorted(files.values()), k=4)
+    planned, _ = engine.plan_apply(tree, specs, ids)
+    old = {c.rel: c.old for c in planned}
+    new = {c.rel: c.new for c in planned}
+    kill_at = rng.randint(1, len(planned))
+    proc = subprocess.run([sys.executable, "-c", _CRASHER, str(site), str(kill_at), *ids],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    states = []
+    for rel in old:
+        data = (site / rel).read_bytes()
+        assert data in (old[rel], new[rel]), f"{rel} is neither the original nor the patched file"
+        states.append(data == new[rel])
+    assert sum(states) == kill_at - 1  # files before the kill are patched, the rest original
+    engine.revert(tree, specs)  # the manifest was written before any file: revert restores all
+    for rel in old:
+        assert (site / rel).read_bytes() == old[rel]
+    assert _hashes(site) == before  # and the killed write's temp file is swept
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+def test_cli_status_apply_dry_run_and_refusals(fi_old, tmp_path, capsys):
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    assert cli_main(["patch", "status", "--site", str(site), "--json", str(tmp_path / "a.json")]) == 0
+    out = capsys.readouterr().out
+    assert "fi-trtllm-launcher-major-ge-10" in out and "harmful" in out
+    assert cli_main(["patch", "apply", "--site", str(site), "--dry-run", "--only", "fi-jit-moe-sm100-major-12"]) == 0
+    out = capsys.readouterr().out
+    assert "-        supported_major_versions=[10, 11]" in out and "+        supported_major_versions=[10, 11, 12]" in out
+    assert _hashes(site) == before
+    assert cli_main(["patch", "apply", "--site", str(site), "--only", "no-such-patch"]) == 1
+    assert cli_main(["patch", "status", "--site", str(site / "flashinfer")]) == 2
+    assert "did you mean" in capsys.readouterr().err
+    assert cli_main(["patch", "status", "--package", "nope", "--site", str(site)]) == 2
+
+
+# --- vLLM 0.17.0 (433 MB wheel; only the named files are extracted) ---------------------------
+
+@pytest.mark.slow
+def test_vllm_0170_capability_patches_are_harmful_and_flashinfer_cutlass_already_accepts_sm120(tmp_path):
+    root = fetch_for_audit("vllm", VLLM)
+    specs = load_specs("vllm", VLLM)
+    tree = locate("vllm", "vllm", root)
+    states = {s.patch.id: s for s in engine.status(tree, specs)}
+    for rel in SEED_FILES_VLLM:
+        (s,) = [s for s in states.values() if s.patch.file == rel]
+        assert s.status == tm.APPLICABLE and s.patch.classification == "harmful"
+    fc = (root / "vllm/model_executor/layers/fused_moe/flashinfer_cutlass_moe.py").read_text()
+    assert "is_device_capability_family(120)" in fc
+    site = _copy_site(root, tmp_path / "v")
+    before = _hashes(site)
+    t2 = locate("vllm", "vllm", site)
+    engine.apply(t2, specs, [s.patch.id for s in states.values() if s.patch.file in SEED_FILES_VLLM])
+    engine.revert(t2, specs)
+    assert _hashes(site) == before
+
+
+def test_clear_jit_cache_keeps_cubins_and_uninstalled_package_is_reported(fi_old, tmp_path, monkeypatch, capsys):
+    site = _copy_site(fi_old, tmp_path / "site")
+    base = tmp_path / "ws"
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(base))
+    cache = base / ".cache" / "flashinfer"
+    (cache / FI_OLD / "120a" / "cached_ops").mkdir(parents=True)
+    (cache / FI_OLD / "120a" / "cached_ops" / "m.so").write_bytes(os.urandom(64))
+    (cache / "cubins").mkdir()
+    (cache / "cubins" / "k.cubin").write_bytes(os.urandom(64))
+    assert cli_main(["patch", "apply", "--site", str(site), "--only", "fi-jit-moe-sm100-major-12", "--clear-jit-cache"]) == 0
+    assert not (cache / FI_OLD).exists() and (cache / "cubins" / "k.cubin").is_file()
+    assert cli_main(["patch", "revert", "--site", str(site)]) == 0
+    assert "clear it" in capsys.readouterr().out  # without the flag: tell the user
+    if importlib.util.find_spec("flashinfer") is None:
+        assert cli_main(["patch", "status"]) == 2
+        assert "not installed" in capsys.readouterr().err
+
+
+def _needed_spec(tmp_path: Path, fi_old: Path, rng: random.Random) -> tuple[Path, str, str]:
+    """A user spec with one `needed` patch whose anchor is a random unique line of a real file."""
+    rel = "flashinfer/jit/fused_moe.py"
+    lines = (fi_old / rel).read_text().splitlines(keepends=True)
+    text = "".join(lines)
+    unique = [ln for ln in lines if len(ln.strip()) > 12 and text.count(ln) == 1]
+    anchor = rng.choice(unique)
+    pid = f"user-needed-{rng.randrange(10**6)}"
+    d = tmp_path / "specs"
+    d.mkdir()
+    doc = {"package": "flashinfer-python", "import_name": "flashinfer", "versions": "==0.6.5",
+           "patches": [{"id": pid, "file": rel, "anchor": anchor, "replacement": anchor + "# sm120lab test\n",
+                        "classification": "needed", "purpose": "test", "evidence": "test", "default_apply": True}]}
+    import yaml
+    (d / "user_test.yaml").write_text(yaml.safe_dump(doc))
+    return d, pid, rel
+
+
+def test_default_apply_takes_exactly_the_needed_default_patches(fi_old, tmp_path, monkeypatch):
+    rng = random.Random(os.urandom(8))
+    d, pid, rel = _needed_spec(tmp_path, fi_old, rng)
+    monkeypatch.setenv("SM120LAB_PATCH_SPECS", str(d))
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    assert pid in {p.id for p in specs.patches} and "user_test.yaml" in specs.sources
+    expected = {p.id for p in specs.patches if p.classification == "needed" and p.default_apply}
+    out = engine.apply(tree, specs)  # no --only
+    assert {i for c in out.changes for i in c.patch_ids} == expected
+    assert {c.rel for c in out.changes} >= {rel}
+    states = {s.patch.id: s.status for s in engine.status(tree, specs)}
+    assert all(states[i] == tm.APPLIED for i in expected)
+    assert all(states[p.id] == tm.APPLICABLE for p in _own_ids(specs))  # no-op/harmful untouched
+    engine.revert(tree, specs)
+    assert _hashes(site) == before
+
+
+_REVERT_CRASHER = textwrap.dedent("""
+    import os, signal, sys
+    from sm120lab.patches import engine
+    from sm120lab.patches.site import locate
+    from sm120lab.patches.spec import load_specs
+    site, kill_at = sys.argv[1], int(sys.argv[2])
+    real, n = os.replace, [0]
+    def replace(src, dst):
+        n[0] += 1
+        if n[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(src, dst)
+    os.replace = replace
+    tree = locate("flashinfer-python", "flashinfer", site)
+    engine.revert(tree, load_specs("flashinfer", tree.version))
+""")
+
+
+def test_power_cut_during_revert_then_revert_again(fi_old, tmp_path):
+    rng = random.Random(os.urandom(8))
+    site = _copy_site(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    specs = load_specs("flashinfer", tree.version)
+    files = {}
+    for p in _own_ids(specs):
+        files.setdefault(p.file, p.id)
+    out = engine.apply(tree, specs, rng.sample(sorted(files.values()), k=3))
+    new = {c.rel: c.new for c in out.changes}
+    kill_at = rng.randint(1, len(new))
+    proc = subprocess.run([sys.executable, "-c", _REVERT_CRASHER, str(site), str(kill_at)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    for rel, data in new.items():
+        cur = (site / rel).read_bytes()
+        assert hashlib.sha256(cur).hexdigest() in (before[rel], hashlib.sha256(data).hexdigest())
+    engine.revert(tree, specs)
+    assert _hashes(site) == before
