@@ -1,0 +1,67 @@
+"""``sm120lab archflags``: the probe x toolkit x target compile matrix with SASS evidence."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "archflags", help="compile every probe for every toolkit and target; record status + SASS evidence",
+        description="Compiles the probe kernels (sm120lab/kernels/probes/*.cu) with each CUDA toolkit "
+                    "(`sm120lab toolchains --list`) for each target (sm_120a, compute_120f->sm_121a, ...), "
+                    "records accepted / rejected-arch / rejected-ptxas, the first error, time, SASS "
+                    "opcodes and macros, plus Triton AOT rows; cells are cached; the result is written "
+                    "atomically with envinfo.")
+    p.add_argument("--toolkit", nargs="+", metavar="V", help="toolkits by version (default: all found)")
+    p.add_argument("--target", nargs="+", metavar="T", help="targets (default: the standard list)")
+    p.add_argument("--probe", nargs="+", metavar="P",
+                   help="probes (default: all): names of sm120lab/kernels/probes/*.cu and/or triton_dot_bf16, "
+                        "triton_dot_scaled_mxfp4, triton_dot_scaled_nvfp4")
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="output JSON (default data/archflags/matrix.json)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel compiles (default 2)")
+    p.add_argument("--no-cache", action="store_true", help="recompile cached cells")
+    p.add_argument("--no-triton", action="store_true", help="skip the Triton AOT rows")
+    p.add_argument("--triton-cc", nargs="+", type=int, default=None, metavar="CC",
+                   help="Triton target compute capabilities (default 90 100 120 121)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import shlex
+    import sys
+
+    from ..archflags import matrix as mx
+    from ..archflags.summary import cell_code
+
+    from ..archflags.triton_aot import DEFAULT_CCS, TRITON_PROBES
+
+    triton_asked = [p for p in (args.probe or []) if p in TRITON_PROBES]
+    cpp_asked = [p for p in (args.probe or []) if p not in TRITON_PROBES]
+    try:
+        if args.probe and not cpp_asked:
+            result = {"schema": "sm120lab.archflags/1", "toolkits": [], "targets": [], "probes": {},
+                      "wall_seconds": 0.0, "cells_compiled": 0, "cells": []}
+        else:
+            tks, tgs, prs = mx.resolve(args.toolkit, args.target, cpp_asked or None)
+            result = mx.run_matrix(tks, tgs, prs, jobs=args.jobs, use_cache=not args.no_cache)
+    except ValueError as exc:
+        print(f"archflags: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_triton and (not args.probe or triton_asked):
+        try:
+            from ..archflags.triton_aot import triton_rows
+            rows = triton_rows(ccs=tuple(args.triton_cc or DEFAULT_CCS), probes=tuple(triton_asked or TRITON_PROBES))
+            result["cells"].extend(rows)
+            result["triton"] = {"toolkit": rows[0]["toolkit"] if rows else None}
+        except (ImportError, RuntimeError) as exc:
+            print(f"archflags: Triton rows skipped: {exc}", file=sys.stderr)
+    out = args.json or mx.DEFAULT_JSON
+    command = "sm120lab " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "sm120lab archflags"
+    mx.write_matrix(result, out, command=command)
+    counts: dict[str, int] = {}
+    for c in result["cells"]:
+        counts[cell_code(c)] = counts.get(cell_code(c), 0) + 1
+    print(f"{len(result['cells'])} cells ({result['cells_compiled']} compiled, rest cached) in "
+          f"{result['wall_seconds']} s: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"wrote {out}")
+    return 0
