@@ -91,6 +91,12 @@ def _env_facts(env: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+def _section(result: dict[str, Any], name: str) -> dict[str, Any]:
+    """A schema section of one notebook's results; anything not in the schema's shape is ignored."""
+    value = result.get(name, {})
+    return value if isinstance(value, dict) else {}
+
+
 def _verdict_assessment(before: str | None, after: str | None) -> str:
     if before is None:
         return "new"
@@ -119,17 +125,17 @@ def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05) -> Comparison:
 
     for nb in sorted(set(a.results) | set(b.results)):
         ra, rb = a.results.get(nb, {}), b.results.get(nb, {})
-        va, vb = ra.get("verdicts", {}), rb.get("verdicts", {})
+        va, vb = _section(ra, "verdicts"), _section(rb, "verdicts")
         for key in sorted(set(va) | set(vb)):
             if va.get(key) != vb.get(key):
                 cmp.changes.append(Change("verdict", nb, key, va.get(key), vb.get(key),
                                           _verdict_assessment(va.get(key), vb.get(key))))
-        ca, cb = ra.get("compile_matrix", {}), rb.get("compile_matrix", {})
+        ca, cb = _section(ra, "compile_matrix"), _section(rb, "compile_matrix")
         for key in sorted(set(ca) | set(cb)):
             if ca.get(key) != cb.get(key):
                 assess = "new" if key not in ca else ("gone" if key not in cb else "changed")
                 cmp.changes.append(Change("compile", nb, key, ca.get(key), cb.get(key), assess))
-        ba, bb = ra.get("bench", {}), rb.get("bench", {})
+        ba, bb = _section(ra, "bench"), _section(rb, "bench")
         for key in sorted(set(ba) | set(bb)):
             if key not in ba or key not in bb:
                 cmp.changes.append(Change("bench", nb, key, (ba.get(key) or {}).get("value"),
@@ -168,11 +174,11 @@ def timeline(paths: list[str | Path]) -> list[dict[str, Any]]:
         base = {"run": run.label, "started": run.summary.get("started_utc"), "driver": facts["driver"],
                 "cuda": facts["cuda_runtime"], "gpu": facts["gpu"]}
         for nb, res in run.results.items():
-            for key, v in res.get("verdicts", {}).items():
+            for key, v in _section(res, "verdicts").items():
                 rows.append({**base, "notebook": nb, "kind": "verdict", "key": key, "value": v})
-            for key, v in res.get("compile_matrix", {}).items():
+            for key, v in _section(res, "compile_matrix").items():
                 rows.append({**base, "notebook": nb, "kind": "compile", "key": key, "value": v})
-            for key, v in res.get("bench", {}).items():
+            for key, v in _section(res, "bench").items():
                 rows.append({**base, "notebook": nb, "kind": "bench", "key": key, "value": v["value"],
                              "unit": v.get("unit"), "spread": v.get("spread")})
     return rows

@@ -53,7 +53,9 @@ def record(notebook: str, payload: dict[str, Any]) -> dict[str, Any]:
             merged = {}
     for key, value in payload.items():
         if key in ("verdicts", "compile_matrix", "bench") and isinstance(value, dict):
-            merged.setdefault(key, {}).update(value)
+            if not isinstance(merged.get(key), dict):
+                merged[key] = {}
+            merged[key].update(value)
         else:
             merged[key] = value
     write_json_atomic(path, merged)

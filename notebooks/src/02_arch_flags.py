@@ -208,7 +208,7 @@ for _, row in verdict_df.iterrows():
 
 # %%
 results.record("02_arch_flags", {
-    "verdicts": verdict_df[["claim", "verdict"]].to_dict("records"),
+    "claims": verdict_df[["claim", "verdict"]].to_dict("records"),
     "recorded_matrix": {"toolkits": tks_in, "cells": len(cells),
                         "codes": cells["code"].value_counts().to_dict()},
 })
@@ -245,6 +245,8 @@ if live is not None:
     print(live_df.to_string(index=False))
     print(f"{len(rows)} cells in {live['wall_seconds']} s; all match the recording:",
           all(r["matches recording"] != "NO" for r in rows))
+    results.record_compile_matrix("02_arch_flags", {f"{r['probe']}|{r['toolkit']}|{r['target']}": r["status"]
+                                                    for r in rows})
 
 # %% [markdown]
 # ## 8. On a GPU: run the probes and check the numbers
@@ -279,6 +281,8 @@ if torch.cuda.is_available():
     print(pd.DataFrame([{k: r.get(k) for k in ("probe", "target", "ok", "max_abs_err", "exact", "error")}
                         for r in gpu["results"]]).to_string(index=False))
     results.record("02_arch_flags", {"gpu_probes": gpu})
+    results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}": "correct" if r.get("ok") else "garbage"
+                                              for r in gpu["results"]})
 else:
     print("no CUDA GPU here: the probes were compiled, not run")
 
