@@ -1,0 +1,66 @@
+"""Tile configurations of the NVFP4 MoE GEMMs, and the rule that picks one.
+
+Every configuration here is compiled ahead of time for sm_120 and sm_121 by
+``tests/test_triton_aot.py`` (shared memory must stay <= 101,376 B, SM120's per-block opt-in
+limit); the table is recorded in ``data/triton_aot/sm120.json``.
+
+Decode (few rows per expert): BLOCK_M = 16 (the mma minimum) and narrow N tiles, so that the
+(experts x N-tiles) grid covers all SMs and every SM streams weight bytes. Prefill: larger
+M and N tiles to reuse each dequantized weight tile across more rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    BLOCK_M: int
+    BLOCK_N: int
+    BLOCK_K: int
+    num_warps: int
+    num_stages: int
+    SWAP_AB: bool = False
+    FAST: bool = False  # inline-PTX dequant (GPU, sm_90+; not under the interpreter)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def name(self) -> str:
+        return (f"m{self.BLOCK_M}n{self.BLOCK_N}k{self.BLOCK_K}w{self.num_warps}s{self.num_stages}"
+                + ("x" if self.SWAP_AB else "") + ("f" if self.FAST else ""))
+
+
+#: the candidate set (the "autotune configurations"); names are stable keys for results
+CONFIGS: dict[str, GemmConfig] = {c.name: c for c in (
+    # decode (BLOCK_M = 16); FAST = inline-PTX dequant (GPU only; the interpreter runs FAST=False)
+    GemmConfig(16, 32, 256, 4, 3),
+    GemmConfig(16, 64, 128, 4, 4),
+    GemmConfig(16, 32, 128, 4, 3, FAST=True),
+    GemmConfig(16, 64, 64, 4, 3, FAST=True),
+    GemmConfig(16, 64, 128, 4, 4, FAST=True),
+    # prefill
+    GemmConfig(32, 64, 128, 4, 3),
+    GemmConfig(32, 64, 128, 4, 3, FAST=True),
+    GemmConfig(64, 64, 128, 4, 3),
+    GemmConfig(128, 64, 64, 8, 2),
+    GemmConfig(128, 64, 64, 8, 2, FAST=True),
+    GemmConfig(128, 128, 64, 8, 2, FAST=True),
+)}
+
+
+def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
+    """(w13 config, w2 config) by the mean number of rows an active expert receives.
+
+    Both share BLOCK_M (one token sort serves both GEMMs). Chosen from the H200 sweeps of
+    data/bench/ (notes/triton_kernels.md); ``sm120lab bench moe`` re-tunes per T.
+    """
+    if not rows_per_expert > 0:
+        raise ValueError(f"rows_per_expert must be > 0, got {rows_per_expert}")
+    if rows_per_expert <= 16:
+        return CONFIGS["m16n64k128w4s4"], CONFIGS["m16n64k128w4s4"]
+    if rows_per_expert <= 48:
+        return CONFIGS["m32n64k128w4s3f"], CONFIGS["m32n64k128w4s3f"]
+    return CONFIGS["m128n64k64w8s2"], CONFIGS["m128n64k64w8s2"]

@@ -1,0 +1,209 @@
+"""The full NVFP4 MoE layer in Triton: sort -> (quantize) -> w13 + SiLU*up -> (quantize) -> w2 x
+routing weight -> sum over the k choices.
+
+``out[t] = sum_j w[t,j] * W2[e_j] @ (SiLU(G[e_j] h_t) * U[e_j] h_t)`` with G/U/W2 the NVFP4 weights
+(contract: ``w13`` [E, 2I, H] rows [0:I] gate, [I:2I] up; ``w2`` [E, H, I]; per-expert global
+scales). Modes:
+
+- ``"w4a16"``: bf16 activations, weights dequantized inside the GEMM (exact ``e2m1*SF``, fp32
+  accumulation); the intermediate is stored in bf16.
+- ``"w4a4"``: activations quantized per token row to NVFP4 along the GEMM's K with the static
+  global scales ``a1_gscale`` (hidden) and ``a2_gscale`` (bf16 intermediate), as the
+  ``emulated-w4a4`` contract says; the GEMM uses ``tl.dot_scaled`` where the GPU has block-scaled
+  FP4 MMA and the Triton version supports it (``native_fp4_supported``), else the exact in-kernel
+  dequantization (same numerics). The native path is unverified on SM120 hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import triton
+
+from ..nvfp4 import NVFP4Tensor
+from .moe_configs import GemmConfig, pick_configs
+from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
+from .moe_sort import moe_sort
+from .nvfp4_tl import nvfp4_quantize_rows_kernel
+
+MODES = ("w4a16", "w4a4")
+
+
+def interpreting() -> bool:
+    """True when the kernels were imported under Triton's CPU interpreter (``TRITON_INTERPRET=1``
+    at import time decides: ``triton.jit`` then returns an interpreted function)."""
+    return not isinstance(moe_nvfp4_gemm_kernel, triton.runtime.jit.JITFunction)
+
+
+def native_fp4_supported(device: torch.device | str | None = None) -> bool:
+    """True where ``tl.dot_scaled`` with NVFP4 (e2m1, fp8e4nv scales / 16) lowers to block-scaled
+    FP4 MMA: sm_100/103 (tcgen05) and sm_120/121 with Triton >= 3.9 (mma.sync kind::mxf4nvf4).
+    Never under the interpreter (its NVFP4 dot_scaled misreads the scales, archflags.md)."""
+    if interpreting():
+        return False
+    if not torch.cuda.is_available():
+        return False
+    dev = torch.device(device) if device is not None else torch.device("cuda")
+    if dev.type != "cuda":
+        return False
+    major, _ = torch.cuda.get_device_capability(dev)
+    ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
+    return major == 10 or (major == 12 and ver >= (3, 9))
+
+
+def _weight_args(w: NVFP4Tensor, name: str, num_experts: int | None = None):
+    if not isinstance(w, NVFP4Tensor):
+        raise TypeError(f"{name} must be an NVFP4Tensor, got {type(w).__name__}")
+    if len(w.shape) != 3:
+        raise ValueError(f"{name} must have shape [E, N, K], got {tuple(w.shape)}")
+    e, n, k = w.shape
+    data = w.data
+    scale = w.linear_scale().reshape(e, n, k // 16)
+    if data.stride(-1) != 1:
+        data = data.contiguous()
+    if scale.stride(-1) != 1:
+        scale = scale.contiguous()
+    gs = w.global_scale.to(device=data.device, dtype=torch.float32).reshape(-1)
+    if gs.numel() == 1:
+        gs_stride = 0
+    elif gs.numel() == e:
+        gs_stride = gs.stride(0)
+    else:
+        raise ValueError(f"{name}.global_scale must hold 1 or E={e} values, got shape {tuple(w.global_scale.shape)}")
+    return data, scale.view(torch.uint8), gs, gs_stride
+
+
+def _block_k(cfg_k: int, k: int, name: str) -> int:
+    if k % 32:
+        raise ValueError(f"{name} must be a multiple of 32 for the Triton MoE kernels, got {k}")
+    bk = cfg_k
+    while k % bk:
+        bk //= 2
+    return bk
+
+
+def _scalar_gs(g, name: str, device) -> torch.Tensor:
+    if g is None:
+        raise ValueError(f"mode='w4a4' needs {name} (the static activation global scale, 448*6/amax)")
+    t = g if isinstance(g, torch.Tensor) else torch.tensor(float(g))
+    t = t.to(device=device, dtype=torch.float32).reshape(-1)
+    if t.numel() != 1:
+        raise ValueError(f"{name} must be a scalar, got shape {tuple(t.shape)}")
+    return t
+
+
+def quantize_rows_nvfp4(x: torch.Tensor, gs: torch.Tensor):
+    """x [R, K] -> (codes uint8 [R, K/2], E4M3 scale bits uint8 [R, K/16]) with static gs (Triton)."""
+    r, k = x.shape
+    q = torch.empty(r, k // 2, dtype=torch.uint8, device=x.device)
+    s = torch.empty(r, k // 16, dtype=torch.uint8, device=x.device)
+    block_g = min(64, triton.next_power_of_2(k // 16))
+    grid = (r, triton.cdiv(k // 16, block_g))
+    nvfp4_quantize_rows_kernel[grid](x, gs, q, s, k, x.stride(0), q.stride(0), s.stride(0),
+                                     BLOCK_G=block_g, num_warps=4)
+    return q, s
+
+
+def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_expert, *, n, k,
+                    num_slots, a_row_div, n_up, a_mode, fuse_silu, mul_routing, cfg: GemmConfig):
+    """One grouped GEMM launch; grid = (N tiles, M blocks)."""
+    data, scale, gs, gs_stride = w_args
+    bk = _block_k(cfg.BLOCK_K, k, "K")
+    grid = (triton.cdiv(n, cfg.BLOCK_N), block_expert.numel())
+    moe_nvfp4_gemm_kernel[grid](
+        a, a_scale, a_gs, data, scale, gs, out, topk_w, sorted_ids, block_expert,
+        n, k, num_slots, a_row_div, n_up,
+        a.stride(0), a_scale.stride(0), data.stride(0), data.stride(1), scale.stride(0), scale.stride(1),
+        gs_stride, out.stride(0),
+        A_MODE=a_mode, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing,
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=bk, DOT_F32=interpreting(),
+        SWAP_AB=cfg.SWAP_AB, FAST=cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE,  # see moe_gemm
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                    w13: NVFP4Tensor, w2: NVFP4Tensor, *, mode: str = "w4a16", a1_gscale=None,
+                    a2_gscale=None, configs: tuple[GemmConfig, GemmConfig] | None = None,
+                    native: bool | None = None, out: torch.Tensor | None = None,
+                    _poison: bool = False) -> torch.Tensor:
+    """MoE layer with NVFP4 weights -> [T, H] bf16 (see module docstring).
+
+    hidden [T, H] bf16; topk_ids [T, k] int; topk_weights [T, k] float; w13 [E, 2I, H] and w2
+    [E, H, I] NVFP4Tensors (linear or swizzled scales; swizzled ones are unswizzled per call).
+    ``configs``: (w13, w2) tile configs sharing BLOCK_M (default: :func:`pick_configs`).
+    ``native``: W4A4 only; None = use ``tl.dot_scaled`` where :func:`native_fp4_supported`.
+    ``out``: optional [T, H] bf16 buffer to write. ``_poison`` (tests) fills the internal buffers
+    with NaN first, so a row the kernels fail to write shows up as NaN in the output.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2 or hidden.dtype != torch.bfloat16:
+        raise ValueError(f"hidden must be a bf16 tensor [T, H], got {getattr(hidden, 'dtype', type(hidden))} "
+                         f"{tuple(getattr(hidden, 'shape', ()))}")
+    t, h = hidden.shape
+    if topk_ids.dim() != 2 or topk_ids.shape[0] != t or topk_ids.dtype.is_floating_point:
+        raise ValueError(f"topk_ids must be an integer tensor [T={t}, k], got {topk_ids.dtype} {tuple(topk_ids.shape)}")
+    if topk_weights.shape != topk_ids.shape:
+        raise ValueError(f"topk_weights must have the shape of topk_ids {tuple(topk_ids.shape)}, got {tuple(topk_weights.shape)}")
+    w13_args = _weight_args(w13, "w13")
+    w2_args = _weight_args(w2, "w2")
+    e, n13, h13 = w13.shape
+    inter = n13 // 2
+    if h13 != h or n13 % 2:
+        raise ValueError(f"w13 must be [E, 2I, H={h}], got {tuple(w13.shape)}")
+    if tuple(w2.shape) != (e, h, inter):
+        raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
+    dev = hidden.device
+    for name, x in (("topk_ids", topk_ids), ("topk_weights", topk_weights), ("w13.data", w13.data), ("w2.data", w2.data)):
+        if x.device != dev:
+            raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
+    k = topk_ids.shape[1]
+    s = t * k
+    if s == 0:
+        res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
+        return res if out is None else out.copy_(res)
+    cfg13, cfg2 = configs if configs is not None else pick_configs(s / min(e, s))
+    if interpreting() or dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (9, 0):
+        # the inline PTX (mul.bf16x2) needs sm_90+ and cannot run under the interpreter
+        cfg13, cfg2 = replace(cfg13, FAST=False), replace(cfg2, FAST=False)
+    if cfg13.BLOCK_M != cfg2.BLOCK_M:
+        raise ValueError(f"configs must share BLOCK_M, got {cfg13.BLOCK_M} and {cfg2.BLOCK_M}")
+    hidden = hidden.contiguous()
+    ids = topk_ids.contiguous()
+    tw = topk_weights.contiguous()
+    sorted_ids, block_expert = moe_sort(ids, e, cfg13.BLOCK_M)
+
+    if mode == "w4a16":
+        a_mode = A_BF16
+        a1, a1s, g1 = hidden, hidden, tw  # scale / gs pointers unused in this mode
+    else:
+        g1 = _scalar_gs(a1_gscale, "a1_gscale", dev)
+        g2 = _scalar_gs(a2_gscale, "a2_gscale", dev)
+        use_native = native_fp4_supported(dev) if native is None else bool(native)
+        a_mode = A_FP4_NATIVE if use_native else A_FP4_DEQUANT
+        a1, a1s = quantize_rows_nvfp4(hidden, g1)
+
+    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
+    if _poison:
+        inter_buf.fill_(float("nan"))
+    launch_moe_gemm(a1, a1s, g1, w13_args, inter_buf, tw, sorted_ids, block_expert, n=inter, k=h,
+                    num_slots=s, a_row_div=k, n_up=inter, a_mode=a_mode, fuse_silu=True,
+                    mul_routing=False, cfg=cfg13)
+    if mode == "w4a16":
+        a2, a2s, g2 = inter_buf, inter_buf, tw
+    else:
+        a2, a2s = quantize_rows_nvfp4(inter_buf, g2)
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        out_slots.fill_(float("nan"))
+    launch_moe_gemm(a2, a2s, g2, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
+                    num_slots=s, a_row_div=1, n_up=0, a_mode=a_mode, fuse_silu=False,
+                    mul_routing=True, cfg=cfg2)
+    total = out_slots.view(t, k, h).sum(dim=1)
+    if out is None:
+        return total.to(torch.bfloat16)
+    if out.shape != (t, h):
+        raise ValueError(f"out must have shape [T={t}, H={h}], got {tuple(out.shape)}")
+    out.copy_(total)
+    return out

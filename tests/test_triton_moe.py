@@ -1,0 +1,156 @@
+"""The Triton NVFP4 MoE kernels under Triton's CPU interpreter (tiny sizes, fresh random inputs).
+
+The kernels are imported with TRITON_INTERPRET=1 (``triton.jit`` decides at import; Triton also
+reads the variable lazily at the first launch, so it stays set for this process; the AOT test
+compiles in a subprocess without it). GPU checks: scripts/h200_bench.py (recorded in data/bench/).
+"""
+
+import os
+
+import pytest
+import torch
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+# Triton's interpreter only works if TRITON_INTERPRET=1 is set before triton is first imported
+# (triton.language's own @jit helpers are created at import). If another test module imported
+# triton first, this file re-runs itself in a fresh process instead.
+_FRESH = "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1"
+os.environ["TRITON_INTERPRET"] = "1"
+from sm120lab.kernels import moe_layer as fm  # noqa: E402
+from sm120lab.kernels.moe_sort import moe_sort, padded_bounds  # noqa: E402
+
+from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4
+from sm120lab.moe.problem import make_moe_problem
+from sm120lab.moe.reference import moe_reference
+from sm120lab.nvfp4 import quantize_nvfp4
+
+needs_interp = pytest.mark.skipif(not (_FRESH and fm.interpreting()),
+                                reason="triton was imported before TRITON_INTERPRET=1: see test_in_fresh_process")
+
+
+@pytest.mark.skipif(_FRESH, reason="this process runs the interpreter tests directly")
+def test_in_fresh_process():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__], env=env,
+                         capture_output=True, text=True, timeout=900, cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+
+
+def _seed() -> int:
+    return int(torch.randint(0, 2**31 - 1, ()).item())
+
+
+def _rel(a, b) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+@needs_interp
+@pytest.mark.parametrize("block_m", [16, 32])
+def test_sort_groups_every_slot_once_and_pads(block_m):
+    g = torch.Generator().manual_seed(_seed())
+    e = int(torch.randint(3, 40, (), generator=g))
+    t = int(torch.randint(1, 30, (), generator=g))
+    k = int(torch.randint(1, min(e, 4) + 1, (), generator=g))
+    ids = torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)])
+    sorted_ids, block_expert = moe_sort(ids, e, block_m)
+    s = t * k
+    max_rows, max_blocks = padded_bounds(s, e, block_m)
+    assert sorted_ids.shape == (max_rows,) and block_expert.shape == (max_blocks,)
+    real = sorted_ids[sorted_ids < s]
+    assert sorted(real.tolist()) == list(range(s))  # every slot exactly once
+    assert bool((sorted_ids <= s).all())  # the rest is the sentinel
+    flat = ids.reshape(-1)
+    counts = torch.bincount(flat, minlength=e)
+    n_blocks = int(((counts + block_m - 1) // block_m).sum())
+    assert bool((block_expert[:n_blocks] >= 0).all()) and bool((block_expert[n_blocks:] == -1).all())
+    for b in range(n_blocks):
+        rows = sorted_ids[b * block_m:(b + 1) * block_m]
+        rows = rows[rows < s].long()
+        assert rows.numel() > 0
+        assert bool((flat[rows] == block_expert[b]).all())
+    assert sorted(block_expert[:n_blocks].tolist()) == block_expert[:n_blocks].tolist()
+
+
+@needs_interp
+def test_quantize_rows_bit_exact_with_sm120lab_nvfp4():
+    g = torch.Generator().manual_seed(_seed())
+    rows, cols = 9, 16 * int(torch.randint(2, 12, (), generator=g))
+    x = (torch.randn(rows, cols, generator=g) * torch.exp(torch.randn(rows, 1, generator=g) * 2)).bfloat16()
+    x[0, :16] = 0  # an all-zero block: scale 0, codes +-0
+    x[1, 16:32] = -0.0
+    amax = float(x.float().abs().max())
+    for gs in (448 * 6 / amax, 448 * 6 / amax * 0.37, 448 * 6 / amax * 3.0):  # exact, loose, saturating
+        gst = torch.tensor([gs], dtype=torch.float32)
+        q, s = fm.quantize_rows_nvfp4(x, gst)
+        ref = quantize_nvfp4(x.float(), gst[0])
+        assert torch.equal(s, ref.scale.view(torch.uint8))
+        assert torch.equal(q, ref.data)
+
+
+@needs_interp
+@pytest.mark.parametrize("routing,tokens", [("uniform", 24), ("sparse", 17), ("hot", 9), ("single", 1)])
+def test_w4a16_matches_fp64_reference(routing, tokens):
+    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=_seed())
+    out = torch.full((tokens, p.config.H), -2.0 ** 127, dtype=torch.bfloat16)
+    fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a16", out=out, _poison=True)
+    ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
+    assert bool(torch.isfinite(out).all()) and not bool((out == -2.0 ** 127).any())
+    # bf16 intermediate and output roundings only: bf16 level
+    assert _rel(out, ref) < 1e-2
+
+
+@needs_interp
+def test_w4a16_swizzled_scales_and_big_block_m():
+    p = make_moe_problem("tiny", tokens=40, routing="zipf", seed=_seed())
+    ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
+    from sm120lab.kernels.moe_configs import CONFIGS
+
+    cfg = (CONFIGS["m64n64k128w4s3"], CONFIGS["m64n64k128w4s3"])
+    out = fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13_swizzled, p.w2_swizzled,
+                             configs=cfg, _poison=True)
+    assert _rel(out, ref) < 1e-2
+
+
+@needs_interp
+def test_w4a16_swap_ab_tiles_match_reference():
+    from sm120lab.kernels.moe_configs import GemmConfig
+
+    p = make_moe_problem("tiny", tokens=13, routing="uniform", seed=_seed())
+    ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
+    cfg = GemmConfig(16, 32, 64, 4, 3, SWAP_AB=True, FAST=True)  # FAST is dropped under the interpreter
+    out = fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, configs=(cfg, cfg), _poison=True)
+    assert _rel(out, ref) < 1e-2
+
+
+@needs_interp
+@pytest.mark.parametrize("routing,tokens", [("uniform", 20), ("single", 1)])
+def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens):
+    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=_seed())
+    out = fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4",
+                             a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
+    emu = torch.full((tokens, p.config.H), -2.0 ** 127, dtype=torch.float32)
+    EmulatedW4A4().run(p, emu)
+    ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
+    d_emu = _rel(out, emu)
+    # same numerics up to fp32 summation order and the bf16 output: far inside the W4A4 error
+    print(f"triton-w4a4 vs emulated {d_emu:.2e}, emulated vs reference {_rel(emu, ref):.2e}")
+    assert d_emu < 5e-3, d_emu
+    assert d_emu < 0.2 * _rel(emu, ref)
+
+
+@needs_interp
+def test_bad_arguments_name_the_argument():
+    p = make_moe_problem("tiny", tokens=4, seed=_seed())
+    with pytest.raises(ValueError, match="mode"):
+        fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w8a8")
+    with pytest.raises(ValueError, match="hidden"):
+        fm.fused_moe_nvfp4(p.hidden.float(), p.topk_ids, p.topk_weights, p.w13, p.w2)
+    with pytest.raises(ValueError, match="a1_gscale"):
+        fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4")
+    with pytest.raises(ValueError, match="w2"):
+        fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w13)
+    with pytest.raises(ValueError, match="topk_weights"):
+        fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights[:, :1], p.w13, p.w2)
