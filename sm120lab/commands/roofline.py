@@ -1,0 +1,45 @@
+"""``sm120lab roofline``: decode ceiling tok/s of a model on TP x PP GPUs (see sm120lab.roofline).
+
+    sm120lab roofline --model qwen3.5-397b-a17b --gpu rtx-pro-6000 --tp 2 --pp 2 --batch 1 4 16
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("roofline", help="decode ceiling tok/s (memory vs compute floor, TP/PP)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="qwen3.5-397b-a17b", help="preset name (sm120lab.roofline.PRESETS)")
+    p.add_argument("--gpu", default="rtx-pro-6000", help="a gpu of data/hardware.csv")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--batch", type=int, nargs="+", default=[1], help="concurrent sequences")
+    p.add_argument("--context", type=int, default=2048, help="past tokens per sequence")
+    p.add_argument("--format", default="nvfp4", help="expert weight format: nvfp4 | mxfp4 | fp8 | bf16")
+    p.add_argument("--plan", default="linear-quantized", help="precision plan: linear-quantized | experts-only")
+    p.add_argument("--routing", default="uniform", help="uniform | zipf")
+    p.add_argument("--bandwidth", default="datasheet", help="datasheet | measured")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..roofline import ceiling, get_gpu, get_model, precision_plan
+
+    try:
+        model = get_model(args.model)
+        gpu = get_gpu(args.gpu)
+        plan = precision_plan(args.plan, args.format)
+        rows = [ceiling(model, gpu, plan, tp=args.tp, pp=args.pp, batch=b, context=args.context,
+                        routing=args.routing, bandwidth=args.bandwidth) for b in args.batch]
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(f"{model.name} on {args.tp * args.pp}x {gpu.gpu} (TP{args.tp} PP{args.pp}), {args.format} "
+          f"'{args.plan}', context {args.context}, {args.routing} routing, {args.bandwidth} bandwidth")
+    print(f"{'B':>5} {'per-user tok/s':>15} {'aggregate tok/s':>16} {'bound':>8} {'GB/GPU/step':>12} {'fits':>5}")
+    for c in rows:
+        print(f"{c.batch:>5g} {c.per_user_tok_s:>15.1f} {c.aggregate_tok_s:>16.1f} {c.bound:>8} "
+              f"{c.bytes_per_gpu / 1e9:>12.2f} {str(c.fits):>5}")
+    return 0
