@@ -10,6 +10,7 @@ never half-used. Generic: any pure or platform wheel PyPI serves for this interp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -32,9 +33,10 @@ def cache_root() -> Path:
     return Path(os.environ.get("SM120LAB_CACHE") or Path.home() / ".cache" / "sm120lab")
 
 
-def wheel_dir(dist: str, version: str) -> Path:
+def wheel_dir(dist: str, version: str, only: tuple[str, ...] | None = None) -> Path:
     """Where ``fetch_wheel`` unpacks ``dist==version`` (whether or not it exists yet)."""
-    return cache_root() / "wheels" / f"{dist}-{version}"
+    suffix = "" if not only else "-only-" + hashlib.sha256("\0".join(only).encode()).hexdigest()[:10]
+    return cache_root() / "wheels" / f"{dist}-{version}{suffix}"
 
 
 def _check(dist: str, version: str) -> None:
@@ -44,10 +46,16 @@ def _check(dist: str, version: str) -> None:
         raise ValueError(f"version: expected an exact version like '0.6.5', got {version!r}")
 
 
-def fetch_wheel(dist: str, version: str, *, quiet: bool = False) -> Path:
-    """Return the unpacked root of ``dist==version`` (downloading and unpacking on first use)."""
+def fetch_wheel(dist: str, version: str, *, only: tuple[str, ...] | None = None, quiet: bool = False) -> Path:
+    """Return the unpacked root of ``dist==version`` (downloading and unpacking on first use).
+
+    ``only``: unpack just the members whose path starts with one of these prefixes (e.g. the
+    headers of a large library wheel); such partial unpacks get their own cache directory.
+    """
     _check(dist, version)
-    dest = wheel_dir(dist, version)
+    if only is not None and (isinstance(only, str) or not all(isinstance(p, str) and p for p in only)):
+        raise ValueError(f"only: expected a tuple of path prefixes, got {only!r}")
+    dest = wheel_dir(dist, version, tuple(only) if only else None)
     if (dest / STAMP).is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +73,10 @@ def fetch_wheel(dist: str, version: str, *, quiet: bool = False) -> Path:
             raise RuntimeError(f"expected one wheel for {dist}=={version}, got {[w.name for w in wheels]}")
         unpack = Path(tmp) / "unpack"
         with zipfile.ZipFile(wheels[0]) as zf:
-            zf.extractall(unpack)
+            members = [n for n in zf.namelist() if not only or n.startswith(tuple(only))]
+            if only and not members:
+                raise RuntimeError(f"only: no member of {wheels[0].name} starts with {only}")
+            zf.extractall(unpack, members=members)
         write_json_atomic(unpack / STAMP, {"dist": dist, "version": version, "wheel": wheels[0].name})
         if dest.exists():  # a stale, unstamped (interrupted) unpack
             shutil.rmtree(dest)
