@@ -1,0 +1,233 @@
+"""Planted faults: real backends, each broken in exactly one step of the grouped-GEMM chain.
+
+They run the exact grouped forward of :mod:`.grouping` (dequantized NVFP4 weights, 16-bit-free
+fp64/fp32 math) with one deliberate bug, so a healthy expert's error is ~0 and the harness must
+both catch the fault (verdict ``garbage``) and localize it (``flagged_experts``/``flagged_tokens``)
+to what :meth:`FaultyBackend.expected_experts` / ``expected_tokens`` say. The tests and notebook 03
+use them; they are not in the default registry (:func:`register_faults` adds them).
+
+Faults: swapped experts (an expert-id map bug), one expert's group zeroed, linear block scales read
+as 128x4-swizzled (the seed report's failure class), per-expert global scales ignored, weights read
+in the wrong major order (transposed), an off-by-one group offset, a kernel that writes zeros, NaN in
+one token's row; and (in ``SUBTLE_FAULTS``) gate/up (w1/w3) halves swapped.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sm120lab.nvfp4 import NVFP4Tensor
+
+from .backends.base import Backend, Needs
+from .grouping import group_by_expert, grouped_moe_forward
+from .reference import dequantize_expert
+
+__all__ = ["FAULTS", "SUBTLE_FAULTS", "FaultyBackend", "all_faults", "register_faults"]
+
+
+def _dtype(device) -> torch.dtype:
+    return torch.float64 if torch.device(device).type == "cpu" else torch.float32
+
+
+def _routed(problem) -> list[int]:
+    return sorted(set(problem.topk_ids.reshape(-1).tolist()))
+
+
+def _by_load(problem) -> list[int]:
+    counts = problem.expert_counts().tolist()
+    return sorted((e for e in range(len(counts)) if counts[e] > 0), key=lambda e: (-counts[e], e))
+
+
+class FaultyBackend(Backend):
+    """Exact grouped forward with hooks; subclasses override one hook."""
+
+    needs = Needs()
+    out_dtype = torch.float32
+    numerics = "w4a16"
+    fault = ""
+
+    def output_dtype(self, device) -> torch.dtype:
+        return _dtype(device)
+
+    # hooks ---------------------------------------------------------------------------------
+    def w13_of(self, problem, e: int, dtype) -> torch.Tensor:
+        return dequantize_expert(problem.w13, e, dtype)
+
+    def w2_of(self, problem, e: int, dtype) -> torch.Tensor:
+        return dequantize_expert(problem.w2, e, dtype)
+
+    def offsets(self, problem):
+        return None
+
+    def group_hook(self, problem):
+        return None
+
+    def finish(self, problem, out: torch.Tensor) -> None:
+        pass
+
+    # what the harness must find ---------------------------------------------------------------
+    def expected_experts(self, problem) -> set[int]:
+        return set(_routed(problem))
+
+    def expected_tokens(self, problem) -> set[int] | None:
+        return None
+
+    def run(self, problem, out):
+        dtype = out.dtype
+        y = grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, problem.topk_weights, problem.config.E,
+                                lambda e: self.w13_of(problem, e, dtype), lambda e: self.w2_of(problem, e, dtype),
+                                offsets=self.offsets(problem), group_hook=self.group_hook(problem))
+        out.copy_(y)
+        self.finish(problem, out)
+        return {"fault": self.fault}
+
+
+class SwappedExperts(FaultyBackend):
+    name, fault = "fault-swapped-experts", "the two most-loaded experts' weights swapped (expert-id map bug)"
+
+    def _pair(self, problem):
+        by_load = _by_load(problem)
+        return (by_load[0], by_load[1]) if len(by_load) > 1 else (by_load[0], (by_load[0] + 1) % problem.config.E)
+
+    def _map(self, problem, e):
+        a, b = self._pair(problem)
+        return b if e == a else a if e == b else e
+
+    def w13_of(self, problem, e, dtype):
+        return dequantize_expert(problem.w13, self._map(problem, e), dtype)
+
+    def w2_of(self, problem, e, dtype):
+        return dequantize_expert(problem.w2, self._map(problem, e), dtype)
+
+    def expected_experts(self, problem):
+        return set(self._pair(problem)) & set(_routed(problem))
+
+
+class ZeroedGroup(FaultyBackend):
+    name, fault = "fault-zeroed-group", "the most-loaded expert's group output left at zero"
+
+    def group_hook(self, problem):
+        target = _by_load(problem)[0]
+        return lambda e, y: torch.zeros_like(y) if e == target else y
+
+    def expected_experts(self, problem):
+        return {_by_load(problem)[0]}
+
+
+def _linear_bytes_as_swizzled(q: NVFP4Tensor) -> NVFP4Tensor:
+    """The linear scale buffer handed to a kernel that reads it as 128x4-swizzled."""
+    e, n, k = q.shape
+    kb = k // q.block_size
+    np_, kbp = -(-n // 128) * 128, -(-kb // 4) * 4
+    raw = q.linear_scale().contiguous().view(torch.uint8).reshape(-1)
+    buf = torch.zeros(e * np_ * kbp, dtype=torch.uint8, device=raw.device)
+    buf[: raw.numel()] = raw
+    wrong = buf.reshape(e, np_, kbp).view(torch.float8_e4m3fn)
+    return NVFP4Tensor(data=q.data, scale=wrong, global_scale=q.global_scale, shape=q.shape, scale_layout="swizzled")
+
+
+class LinearScalesAsSwizzled(FaultyBackend):
+    name, fault = "fault-linear-as-swizzled", "linear block scales passed where 128x4-swizzled scales are expected"
+
+    def w13_of(self, problem, e, dtype):
+        return dequantize_expert(_linear_bytes_as_swizzled(problem.w13), e, dtype)
+
+    def w2_of(self, problem, e, dtype):
+        return dequantize_expert(_linear_bytes_as_swizzled(problem.w2), e, dtype)
+
+
+class MissingGlobalScale(FaultyBackend):
+    name, fault = "fault-missing-global-scale", "per-expert global scales ignored (alpha = 1)"
+
+    @staticmethod
+    def _no_gs(q: NVFP4Tensor) -> NVFP4Tensor:
+        return NVFP4Tensor(data=q.data, scale=q.scale, global_scale=torch.ones_like(q.global_scale), shape=q.shape,
+                           scale_layout=q.scale_layout)
+
+    def w13_of(self, problem, e, dtype):
+        return dequantize_expert(self._no_gs(problem.w13), e, dtype)
+
+    def w2_of(self, problem, e, dtype):
+        return dequantize_expert(self._no_gs(problem.w2), e, dtype)
+
+
+class TransposedWeights(FaultyBackend):
+    name, fault = "fault-transposed-weights", "[N, K] weights read as if stored [K, N] (wrong major order)"
+
+    def w13_of(self, problem, e, dtype):
+        w = dequantize_expert(problem.w13, e, dtype)
+        return w.reshape(w.shape[1], w.shape[0]).T
+
+    def w2_of(self, problem, e, dtype):
+        w = dequantize_expert(problem.w2, e, dtype)
+        return w.reshape(w.shape[1], w.shape[0]).T
+
+
+class OffByOneOffsets(FaultyBackend):
+    name, fault = "fault-offset-off-by-one", "one group end offset one too small: its last row runs with the next expert"
+
+    def _target(self, problem) -> int:
+        routed = [e for e in _routed(problem) if e < problem.config.E - 1]
+        return routed[0]
+
+    def offsets(self, problem):
+        g = group_by_expert(problem.topk_ids, problem.config.E)
+        offs = g.offsets.clone()
+        offs[self._target(problem)] -= 1
+        return offs
+
+    def expected_experts(self, problem):
+        return {self._target(problem)}
+
+
+class SilentZero(FaultyBackend):
+    name, fault = "fault-silent-zero", "kernel returns success and writes zeros"
+
+    def run(self, problem, out):
+        out.zero_()
+        return {"fault": self.fault}
+
+
+class NaNToken(FaultyBackend):
+    name, fault = "fault-nan-token", "one token's output row is NaN (uninitialized read)"
+
+    def finish(self, problem, out):
+        out[problem.tokens // 2] = float("nan")
+
+    def expected_experts(self, problem):
+        return set(problem.topk_ids[problem.tokens // 2].tolist())
+
+    def expected_tokens(self, problem):
+        return {problem.tokens // 2}
+
+
+class SwappedGateUp(FaultyBackend):
+    name, fault = "fault-swapped-gate-up", "w13 halves swapped: SiLU applied to up, not gate (w1/w3 order)"
+
+    def w13_of(self, problem, e, dtype):
+        w = dequantize_expert(problem.w13, e, dtype)
+        i = w.shape[0] // 2
+        return torch.cat([w[i:], w[:i]])
+
+
+#: faults the harness must catch and localize on every routing (the tests hold it to that)
+FAULTS: tuple[type[FaultyBackend], ...] = (SwappedExperts, ZeroedGroup, LinearScalesAsSwizzled, MissingGlobalScale,
+                                            TransposedWeights, OffByOneOffsets, SilentZero, NaNToken)
+#: faults that can hide: SiLU(up)*gate vs SiLU(gate)*up agree to first order (SiLU(z) ~ z/2 for
+#: small z), so with small gate/up pre-activations (T=1, tiny H) the error can stay in the band.
+SUBTLE_FAULTS: tuple[type[FaultyBackend], ...] = (SwappedGateUp,)
+
+
+def all_faults(include_subtle: bool = True) -> list[FaultyBackend]:
+    return [cls() for cls in FAULTS + (SUBTLE_FAULTS if include_subtle else ())]
+
+
+def register_faults() -> list[FaultyBackend]:
+    """Add every planted fault to the backend registry (for ``sm120lab check --faults`` and notebook 03)."""
+    from .backends import all_backends, register
+
+    have = all_backends()
+    out = []
+    for f in all_faults():
+        out.append(have.get(f.name) or register(f))
+    return out

@@ -1,0 +1,208 @@
+"""Run backends on one problem and diff them against the reference.
+
+``check(problem, backends)`` runs the reference (fp64 on CPU, fp32 on CUDA) and its per-slot
+outputs, then for each backend: skip with a one-line reason, or run into a sentinel-poisoned
+buffer (main run with the real routing weights + one probe per top-k slot with one-hot weights),
+diff (:mod:`.metrics`: against the reference, and per cell against the backend's expected
+numerics: emulated-w4a4 for W4A4 backends, the reference otherwise), and judge (:mod:`.verdict`)
+against the envelope (:mod:`.envelope`) that ``emulated-w4a4`` and the weight-only error set on the
+same problem.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .backends import SENTINEL, Backend, get_backend
+from .envelope import Envelope, make_envelope
+from .jsonable import jsonable
+from .metrics import CellDiff, OutputDiff, cell_diff, expert_errors, output_diff
+from .reference import moe_reference_slots
+from .verdict import judge
+
+__all__ = ["BackendReport", "CheckResult", "run_backend", "check"]
+
+
+@dataclass
+class BackendReport:
+    name: str
+    status: str                      # "ran" | "skipped" | "error"
+    reason: str = ""
+    verified: bool = True
+    numerics: str = ""
+    notes: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    diff: OutputDiff | None = None
+    cells: CellDiff | None = None
+    per_expert: np.ndarray | None = None
+    topk_ids: np.ndarray | None = None
+    output: torch.Tensor | None = None
+    slots: torch.Tensor | None = None
+    verdict: str = ""
+    reasons: list[str] = field(default_factory=list)
+    flagged_experts: list[int] = field(default_factory=list)
+    flagged_tokens: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        out = {"backend": self.name, "status": self.status, "verdict": self.verdict or self.status,
+               "verified": self.verified, "numerics": self.numerics}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.diff is not None:
+            out.update(self.diff.summary())
+            if self.cells is not None:
+                rel, dev = self.cells.rel, self.cells.dev
+                out["max_cell_err"] = float(np.max(rel)) if rel.size else 0.0
+                out["max_cell_dev"] = float(np.max(dev)) if dev.size else 0.0
+                out["per_expert_err"] = self.per_expert
+            out["flagged_experts"] = self.flagged_experts
+            out["flagged_tokens"] = self.flagged_tokens
+            out["reasons"] = self.reasons
+            out["seconds"] = round(self.seconds, 4)
+        if self.notes:
+            out["notes"] = self.notes
+        return out
+
+
+@dataclass
+class CheckResult:
+    problem: object
+    envelope: Envelope
+    reports: dict[str, BackendReport]
+    reference_seconds: float
+
+    @property
+    def any_garbage(self) -> bool:
+        return any(r.verdict == "garbage" for r in self.reports.values())
+
+    def table(self) -> list[dict]:
+        """One row per backend: the deterministic part of the verdict (no timings)."""
+        rows = []
+        for r in self.reports.values():
+            row = {"backend": r.name, "verdict": r.verdict or r.status}
+            if r.diff is not None:
+                row.update(rel_err=r.diff.rel_fro, cosine=r.diff.cosine,
+                           max_cell_dev=float(np.max(r.cells.dev)) if r.cells is not None and r.cells.dev.size else float("nan"),
+                           nan=r.diff.nan, untouched=r.diff.untouched, zero_rows=len(r.diff.zero_rows),
+                           flagged_experts=r.flagged_experts[:6])
+            else:
+                row["reason"] = r.reason
+            rows.append(row)
+        return rows
+
+    def to_json(self) -> dict:
+        """Strict JSON (NaN -> null, inf -> "inf")."""
+        return jsonable({"problem": self.problem.describe(), "envelope": self.envelope.as_dict(),
+                         "reference_seconds": round(self.reference_seconds, 4),
+                         "backends": [r.summary() for r in self.reports.values()]})
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _run_into(backend: Backend, problem, dtype) -> tuple[torch.Tensor, dict]:
+    out = torch.full((problem.tokens, problem.config.H), SENTINEL, dtype=dtype, device=problem.device)
+    notes = backend.run(problem, out) or {}
+    return out, notes
+
+
+def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slots: torch.Tensor, *,
+                probes: bool = True, keep_output: bool = True, twin_slots: torch.Tensor | None = None,
+                keep_slots: bool = False) -> BackendReport:
+    """Run one backend (main run + per-slot probes) and diff it; the verdict is set by :func:`check`.
+
+    ``twin_slots``: per-slot outputs of the backend's expected numerics (default: the reference).
+    ``keep_slots``: keep the probe outputs as ``report.slots`` [T, k, H] (the emulated-w4a4 twin).
+    """
+    if isinstance(backend, str):
+        backend = get_backend(backend)
+    rep = BackendReport(name=backend.name, status="ran", verified=backend.verified, numerics=backend.numerics)
+    reason = backend.skip_reason(problem.device)
+    if reason:
+        rep.status, rep.reason = "skipped", reason
+        return rep
+    dtype = backend.output_dtype(problem.device)
+    try:
+        _sync(problem.device)
+        t0 = time.perf_counter()
+        out, notes = _run_into(backend, problem, dtype)
+        _sync(problem.device)
+        rep.seconds = time.perf_counter() - t0
+        rep.notes = dict(notes)
+        slot_outs = []
+        if probes:
+            k = problem.config.k
+            for j in range(k):
+                w = torch.zeros_like(problem.topk_weights)
+                w[:, j] = 1.0
+                slot_outs.append(_run_into(backend, problem.with_topk_weights(w), dtype)[0])
+    except Exception as exc:  # a backend that raises is reported, not fatal
+        rep.status, rep.reason = "error", _one_line(exc)
+        return rep
+    rep.diff = output_diff(out, ref_out)
+    rep.topk_ids = problem.topk_ids.cpu().numpy()
+    if probes:
+        rep.cells = cell_diff(slot_outs, ref_slots, problem.topk_ids, twin_slots)
+        rep.per_expert = expert_errors(rep.cells, problem.topk_ids, problem.config.E)
+        if keep_slots:
+            rep.slots = torch.stack(slot_outs, dim=1)
+    if keep_output:
+        rep.output = out.detach().cpu()
+    return rep
+
+
+def reference_outputs(problem) -> tuple[torch.Tensor, torch.Tensor, float]:
+    dtype = torch.float64 if problem.device.type == "cpu" else torch.float32
+    _sync(problem.device)
+    t0 = time.perf_counter()
+    slots = moe_reference_slots(problem.hidden, problem.topk_ids, problem.w13, problem.w2, dtype=dtype)
+    ref = (slots * problem.topk_weights.to(dtype).unsqueeze(-1)).sum(dim=1)
+    _sync(problem.device)
+    return ref, slots, time.perf_counter() - t0
+
+
+def check(problem, backends=None, *, probes: bool = True, keep_output: bool = True, progress=None) -> CheckResult:
+    """Diff ``backends`` (names or Backend objects; default: every registered one) on ``problem``.
+
+    ``progress``: optional callable wrapping the backend list (e.g. ``tqdm``).
+    """
+    from .backends import all_backends
+
+    if backends is None:
+        backends = list(all_backends().values())
+    backends = [get_backend(b) if isinstance(b, str) else b for b in backends]
+    for b in backends:
+        if not isinstance(b, Backend):
+            raise TypeError(f"backends must be names or Backend objects, got {type(b).__name__}")
+    ref, slots, ref_s = reference_outputs(problem)
+    emulated = next((b for b in backends if b.name == "emulated-w4a4"), None) or get_backend("emulated-w4a4")
+    reports: dict[str, BackendReport] = {}
+    emu = run_backend(emulated, problem, ref, slots, probes=probes, keep_output=keep_output, keep_slots=True)
+    if emu.status != "ran":
+        raise RuntimeError(f"emulated-w4a4 could not run ({emu.reason}); it sets the error envelope")
+    env = make_envelope(emu, problem, ref, slots)
+    if emu.cells is not None:  # the emulated backend's own twin is itself
+        emu.cells = cell_diff(list(emu.slots.unbind(1)), slots, problem.topk_ids, emu.slots)
+    iterable = progress(backends) if progress is not None else backends
+    for b in iterable:
+        twin = emu.slots if b.numerics == "w4a4" else None
+        rep = emu if b is emulated else run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
+                                                    twin_slots=twin)
+        if rep.status == "ran":
+            rep.verdict, rep.reasons, rep.flagged_experts, rep.flagged_tokens = judge(rep, env)
+        else:
+            rep.verdict = rep.status
+        reports[b.name] = rep
+    emu.slots = None  # free the twin
+    return CheckResult(problem=problem, envelope=env, reports=reports, reference_seconds=ref_s)

@@ -1,0 +1,95 @@
+"""Pictures of a :class:`~sm120lab.moe.harness.CheckResult`: where the error lives.
+
+- :func:`plot_heatmap`: expert x token map of every routed (token, expert) cell (from the per-slot
+  probes; blank = not routed), log colour scale, per backend: by default the deviation from the
+  backend's expected numerics (``dev``: ~0 if correct), or ``kind="rel"`` the error vs the reference;
+- :func:`plot_expert_bars`: per-expert relative error vs the reference, with the envelope's lines;
+- :func:`plot_histograms`: histogram of per-cell errors vs the reference per backend (log x).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["error_matrix", "plot_heatmap", "plot_expert_bars", "plot_histograms"]
+
+
+def error_matrix(report, num_experts: int, kind: str = "dev") -> np.ndarray:
+    """[E, T] cell values (``dev`` or ``rel``; NaN where token t is not routed to expert e)."""
+    if kind not in ("dev", "rel"):
+        raise ValueError(f"kind must be 'dev' or 'rel', got {kind!r}")
+    rel = report.cells.dev if kind == "dev" else report.cells.rel
+    t, k = rel.shape
+    m = np.full((num_experts, t), np.nan)
+    ids = report.topk_ids
+    for j in range(k):
+        m[ids[:, j], np.arange(t)] = rel[:, j]
+    return m
+
+
+def _floor(x):
+    return np.clip(np.nan_to_num(x, nan=np.nan, posinf=1e3), 1e-8, 1e3)
+
+
+def plot_heatmap(result, backends=None, *, kind: str = "dev", max_cols: int = 3):
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    reps = [r for n, r in result.reports.items() if r.cells is not None and (backends is None or n in backends)]
+    if not reps:
+        return None
+    cols = min(max_cols, len(reps))
+    rows = -(-len(reps) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False, constrained_layout=True)
+    e = result.problem.config.E
+    for ax, rep in zip(axes.flat, reps):
+        m = _floor(error_matrix(rep, e, kind))
+        im = ax.imshow(m, aspect="auto", interpolation="nearest", norm=LogNorm(vmin=1e-6, vmax=10), cmap="magma")
+        ax.set_title(f"{rep.name}: {rep.verdict}", fontsize=9)
+        ax.set_xlabel("token")
+        ax.set_ylabel("expert")
+    for ax in list(axes.flat)[len(reps):]:
+        ax.axis("off")
+    label = "deviation from expected numerics" if kind == "dev" else "relative error vs reference"
+    fig.colorbar(im, ax=axes, shrink=0.8, label=label)
+    return fig
+
+
+def plot_expert_bars(result, backends=None):
+    import matplotlib.pyplot as plt
+
+    reps = [r for n, r in result.reports.items() if r.per_expert is not None and (backends is None or n in backends)]
+    if not reps:
+        return None
+    e = result.problem.config.E
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * e), 3.2))
+    width = 0.8 / len(reps)
+    for i, rep in enumerate(reps):
+        ax.bar(np.arange(e) + i * width, _floor(rep.per_expert), width=width, label=rep.name)
+    env = result.envelope
+    ax.axhline(env.correct_rel, ls="--", c="g", lw=1, label="correct band (1.5 e_a)")
+    ax.axhline(env.garbage_rel, ls="--", c="r", lw=1, label="garbage")
+    ax.set_yscale("log")
+    ax.set_xlabel("expert")
+    ax.set_ylabel("per-expert relative error")
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def plot_histograms(result, backends=None):
+    import matplotlib.pyplot as plt
+
+    reps = [r for n, r in result.reports.items() if r.cells is not None and (backends is None or n in backends)]
+    if not reps:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    bins = np.logspace(-8, 3, 56)
+    for rep in reps:
+        ax.hist(_floor(rep.cells.rel).ravel(), bins=bins, histtype="step", lw=1.4, label=rep.name)
+    env = result.envelope
+    ax.axvline(env.e_a, ls="--", c="g", lw=1, label="e_a (emulated W4A4, whole output)")
+    ax.set_xscale("log")
+    ax.set_xlabel("relative error vs reference per (token, expert) cell")
+    ax.set_ylabel("cells")
+    ax.legend(fontsize=7)
+    return fig

@@ -1,0 +1,241 @@
+"""MoE layer problems: shapes from real models, routing distributions, NVFP4 weights.
+
+``make_moe_problem(preset, tokens, routing, seed, device)`` draws one MoE layer:
+
+- weights (the "checkpoint"): ``W ~ N(0, sigma_e^2)`` per expert with ``sigma_e = 0.02 * exp(0.5 z_e)``
+  (so per-expert global scales differ) and 1% outlier input channels scaled x8; quantized to
+  NVFP4 with per-expert global scales ``gs_e = 448*6/amax(W_e)`` ([E, 1]), ModelOpt-like:
+  ``w13`` [E, 2I, H] with rows [0:I] = gate (w1), [I:2I] = up (w3); ``w2`` [E, H, I]. Both scale
+  layouts are kept (``w13`` / ``w13_swizzled``...). The unquantized weights are kept in bf16
+  (``w13_bf16``/``w2_bf16``) for the weight-only quantization error.
+- hidden states: bf16 ``N(0, 1)`` with 0.5% outlier channels x10 (massive activations).
+- routing: logits ``N(0,1) + bias``, top-k, weights = softmax over the k chosen logits.
+  ``uniform`` (bias 0), ``zipf`` (bias = -1.2 log rank, random expert order), ``hot`` (one expert
+  gets +10: in every token's top-k), ``sparse`` (only max(k+1, E/4) experts can be chosen: many
+  empty experts), ``single`` (uniform with one token: the T=1 decode case).
+- static activation global scales (W4A4 contract): ``a1_gscale = 448*6/amax(hidden)``,
+  ``a2_gscale = 448*6/amax(bf16(SiLU(gate)*up))`` over the routed slots of the reference.
+
+Presets: ``tiny`` (CPU tests) and the MoE layers of ``../shared/research/landscape.md``.
+Random draws use a generator on ``device``: the same seed gives the same problem on one device
+type, not across CPU and CUDA.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4Tensor, quantize_nvfp4
+
+from .reference import dequantize_expert
+
+__all__ = ["MoEConfig", "MoEProblem", "PRESETS", "ROUTINGS", "make_moe_problem", "make_routing"]
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """One MoE layer's shape: E experts, top-k, hidden H, expert intermediate I."""
+
+    name: str
+    E: int
+    k: int
+    H: int
+    I: int  # noqa: E741  (the name the model configs use)
+    default_tokens: int = 64
+
+    def as_dict(self) -> dict:
+        return {"preset": self.name, "E": self.E, "k": self.k, "H": self.H, "I": self.I}
+
+
+#: Source: ../shared/research/landscape.md "Model shapes (MoE layers)".
+PRESETS: dict[str, MoEConfig] = {
+    "tiny": MoEConfig("tiny", E=8, k=2, H=128, I=64, default_tokens=48),
+    "small": MoEConfig("small", E=32, k=4, H=256, I=128, default_tokens=128),
+    "qwen3.5-397b-a17b": MoEConfig("qwen3.5-397b-a17b", E=512, k=10, H=4096, I=1024),
+    "qwen3-next-80b-a3b": MoEConfig("qwen3-next-80b-a3b", E=512, k=10, H=2048, I=512),
+    "qwen3-235b-a22b": MoEConfig("qwen3-235b-a22b", E=128, k=8, H=4096, I=1536),
+    "gpt-oss-120b": MoEConfig("gpt-oss-120b", E=128, k=4, H=2880, I=2880),
+}
+
+ROUTINGS = ("uniform", "zipf", "hot", "sparse", "single")
+
+
+@dataclass(frozen=True)
+class MoEProblem:
+    """One MoE layer problem (see the module docstring for how each field is drawn)."""
+
+    config: MoEConfig
+    routing: str
+    seed: int
+    hidden: torch.Tensor          # bf16 [T, H]
+    topk_ids: torch.Tensor        # int64 [T, k]
+    topk_weights: torch.Tensor    # fp32 [T, k]
+    w13: NVFP4Tensor              # [E, 2I, H], linear scales, gs [E, 1]
+    w2: NVFP4Tensor               # [E, H, I], linear scales, gs [E, 1]
+    w13_swizzled: NVFP4Tensor     # same bytes, 128x4-swizzled scales
+    w2_swizzled: NVFP4Tensor
+    a1_gscale: torch.Tensor       # fp32 scalar, encode-side gs of the hidden states
+    a2_gscale: torch.Tensor       # fp32 scalar, encode-side gs of the SiLU*up intermediate
+    w13_bf16: torch.Tensor | None = None   # unquantized weights (bf16), for the weight-only error
+    w2_bf16: torch.Tensor | None = None
+    hot_expert: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        return int(self.hidden.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.hidden.device
+
+    def expert_counts(self) -> torch.Tensor:
+        """Routed slots per expert: int64 [E]."""
+        return torch.bincount(self.topk_ids.reshape(-1), minlength=self.config.E)
+
+    def with_topk_weights(self, topk_weights: torch.Tensor) -> "MoEProblem":
+        """The same problem with other routing weights (used by the per-slot probes)."""
+        if topk_weights.shape != self.topk_ids.shape:
+            raise ValueError(f"topk_weights must have shape {tuple(self.topk_ids.shape)}, got {tuple(topk_weights.shape)}")
+        return replace(self, topk_weights=topk_weights.to(torch.float32))
+
+    def take_tokens(self, n: int) -> "MoEProblem":
+        """The first ``n`` tokens of this problem (same layer), with a1/a2 recalibrated on them."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.tokens:
+            raise ValueError(f"n must be an int in [1, {self.tokens}], got {n!r}")
+        hidden, ids = self.hidden[:n].contiguous(), self.topk_ids[:n].contiguous()
+        a1, a2 = _calibrate(hidden, ids, self.w13, self.config.I)
+        return replace(self, hidden=hidden, topk_ids=ids, topk_weights=self.topk_weights[:n].contiguous(),
+                       a1_gscale=a1, a2_gscale=a2)
+
+    def describe(self) -> dict:
+        counts = self.expert_counts()
+        return {**self.config.as_dict(), "tokens": self.tokens, "routing": self.routing, "seed": self.seed,
+                "empty_experts": int((counts == 0).sum()), "max_expert_load": int(counts.max()),
+                "a1_gscale": float(self.a1_gscale), "a2_gscale": float(self.a2_gscale)}
+
+
+def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, torch.device]:
+    if isinstance(preset, MoEConfig):
+        cfg = preset
+    elif preset in PRESETS:
+        cfg = PRESETS[preset]
+    else:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)} or a MoEConfig, got {preset!r}")
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+    if routing == "single":
+        if tokens not in (None, 1):
+            raise ValueError(f"routing='single' is the T=1 case; tokens must be 1 or None, got {tokens!r}")
+        tokens = 1
+    if tokens is None:
+        tokens = cfg.default_tokens
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"tokens must be a positive int, got {tokens!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    if cfg.k > cfg.E:
+        raise ValueError(f"config: top-k {cfg.k} exceeds the number of experts {cfg.E}")
+    if cfg.H % 16 or cfg.I % 16:
+        raise ValueError(f"config: H={cfg.H} and I={cfg.I} must be multiples of 16 (NVFP4 blocks)")
+    return cfg, tokens, torch.device(device)
+
+
+def make_routing(cfg: MoEConfig, tokens: int, routing: str, gen: torch.Generator, device) -> tuple[torch.Tensor, torch.Tensor, int | None]:
+    """(topk_ids int64 [T,k], topk_weights fp32 [T,k], hot expert or None) for a routing kind."""
+    e = cfg.E
+    logits = torch.randn(tokens, e, generator=gen, device=device)
+    bias = torch.zeros(e, device=device)
+    hot = None
+    if routing == "zipf":
+        order = torch.randperm(e, generator=gen, device=device)
+        rank = torch.empty(e, device=device)
+        rank[order] = torch.arange(1, e + 1, dtype=torch.float32, device=device)
+        bias = -1.2 * torch.log(rank)
+    elif routing == "hot":
+        hot = int(torch.randint(0, e, (1,), generator=gen, device=device))
+        bias[hot] = 10.0
+    elif routing == "sparse":
+        active = torch.randperm(e, generator=gen, device=device)[: max(cfg.k + 1, e // 4)]
+        bias = torch.full((e,), -math.inf, device=device)
+        bias[active] = 0.0
+    vals, ids = torch.topk(logits + bias, cfg.k, dim=-1)
+    weights = torch.softmax(vals.float(), dim=-1)
+    return ids.long(), weights, hot
+
+
+def _quantize_experts(w: torch.Tensor, chunk: int) -> NVFP4Tensor:
+    """Per-expert global scales [E, 1]; quantized a chunk of experts at a time to bound memory."""
+    amax = torch.cat([w[s:s + chunk].float().abs().amax(dim=(1, 2)) for s in range(0, w.shape[0], chunk)])
+    gs = ((E4M3_MAX * E2M1_MAX) / amax.clamp_min(1e-30)).reshape(-1, 1)
+    parts = [quantize_nvfp4(w[s:s + chunk], gs[s:s + chunk]) for s in range(0, w.shape[0], chunk)]
+    return NVFP4Tensor(data=torch.cat([p.data for p in parts]), scale=torch.cat([p.scale for p in parts]),
+                       global_scale=gs, shape=w.shape, scale_layout="linear")
+
+
+def _draw_weights(gen, e: int, n: int, kdim: int, device, chunk: int) -> torch.Tensor:
+    out = torch.empty(e, n, kdim, dtype=torch.bfloat16, device=device)
+    sigma = 0.02 * torch.exp(0.5 * torch.randn(e, generator=gen, device=device))
+    n_out = max(1, kdim // 100)
+    for s in range(0, e, chunk):
+        m = min(chunk, e - s)
+        w = torch.randn(m, n, kdim, generator=gen, device=device) * sigma[s:s + m, None, None]
+        cols = torch.randint(0, kdim, (m, n_out), generator=gen, device=device)
+        boost = torch.ones(m, kdim, device=device).scatter_(1, cols, 8.0)
+        out[s:s + m] = (w * boost[:, None, :]).to(torch.bfloat16)
+    return out
+
+
+def _intermediate_amax(hidden, topk_ids, w13: NVFP4Tensor, inter: int, dtype) -> float:
+    x = hidden.to(dtype)
+    flat = topk_ids.reshape(-1)
+    k = topk_ids.shape[1]
+    amax = 0.0
+    for e in torch.unique(flat).tolist():
+        rows = torch.nonzero(flat == e).squeeze(1)
+        g_u = x[rows // k] @ dequantize_expert(w13, e, dtype).T
+        act = (torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]).to(torch.bfloat16)
+        amax = max(amax, float(act.float().abs().max()))
+    return amax
+
+
+def _calibrate(hidden, topk_ids, w13: NVFP4Tensor, inter: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Static activation global scales (fp32 scalars): 448*6/amax of hidden and of bf16(SiLU*up)."""
+    dev = hidden.device
+    amax_dtype = torch.float64 if dev.type == "cpu" else torch.float32
+    a1 = (E4M3_MAX * E2M1_MAX) / hidden.float().abs().max().clamp_min(1e-30)
+    a2_amax = _intermediate_amax(hidden, topk_ids, w13, inter, amax_dtype)
+    a2 = torch.tensor((E4M3_MAX * E2M1_MAX) / max(a2_amax, 1e-30), dtype=torch.float32, device=dev)
+    return a1.float(), a2
+
+
+def make_moe_problem(preset="tiny", tokens: int | None = None, routing: str = "uniform", seed: int = 0,
+                     device="cpu", *, keep_unquantized: bool = True) -> MoEProblem:
+    """Draw one MoE layer problem (module docstring). ``tokens`` defaults to the preset's.
+
+    ``keep_unquantized=False`` drops the bf16 originals (saves 2 bytes/weight on big presets).
+    """
+    cfg, tokens, dev = _check_args(preset, tokens, routing, seed, device)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(seed)
+    chunk = max(1, (1 << 27) // (2 * cfg.I * cfg.H))  # ~128M elements per chunk
+    w13_f = _draw_weights(gen, cfg.E, 2 * cfg.I, cfg.H, dev, chunk)
+    w2_f = _draw_weights(gen, cfg.E, cfg.H, cfg.I, dev, chunk)
+    w13 = _quantize_experts(w13_f, chunk)
+    w2 = _quantize_experts(w2_f, chunk)
+
+    hidden = torch.randn(tokens, cfg.H, generator=gen, device=dev)
+    outl = torch.randint(0, cfg.H, (max(1, cfg.H // 200),), generator=gen, device=dev)
+    hidden[:, outl] *= 10.0
+    hidden = hidden.to(torch.bfloat16)
+    topk_ids, topk_weights, hot = make_routing(cfg, tokens, routing, gen, dev)
+
+    a1, a2 = _calibrate(hidden, topk_ids, w13, cfg.I)
+    return MoEProblem(config=cfg, routing=routing, seed=seed, hidden=hidden, topk_ids=topk_ids,
+                      topk_weights=topk_weights, w13=w13, w2=w2,
+                      w13_swizzled=w13.with_layout("swizzled"), w2_swizzled=w2.with_layout("swizzled"),
+                      a1_gscale=a1, a2_gscale=a2,
+                      w13_bf16=w13_f if keep_unquantized else None, w2_bf16=w2_f if keep_unquantized else None,
+                      hot_expert=hot)
