@@ -9,6 +9,7 @@ try:
 
     settings.register_profile("ci", max_examples=60, deadline=None, derandomize=False)
     settings.register_profile("dev", max_examples=200, deadline=None)
+    settings.register_profile("stress", max_examples=3000, deadline=None)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover
     pass

@@ -140,6 +140,22 @@ def test_all_zero_tensor_and_zero_block():
     assert not torch.isnan(dequantize_nvfp4(q)).any()
 
 
+def test_subnormal_tensor_gets_finite_global_scale_and_no_nan():
+    # amax = 1e-45 (the smallest fp32 subnormal): 448*6/amax overflows fp32 (found by hypothesis)
+    x = torch.full((1, 16), 1e-45)
+    q = quantize_nvfp4(x)
+    assert torch.isfinite(q.global_scale).all()
+    d = dequantize_nvfp4(q)
+    assert torch.isfinite(d).all() and (d.abs() <= 1e-45).all()
+    q2 = quantize_nvfp4(d, q.global_scale)
+    assert torch.equal(q2.data, q.data)
+    # smallest normal amax beside zeros: 1/(SF/gs) overflows fp32; zeros must stay zero codes
+    y = torch.zeros(1, 16)
+    y[0, 0] = torch.finfo(torch.float32).tiny
+    qy = quantize_nvfp4(y)
+    assert qy.codes()[0, 1:].eq(0).all() and qy.codes()[0, 0] == 0x7
+
+
 def test_input_is_not_modified():
     for dt in (torch.float32, torch.bfloat16, torch.float16):
         x = torch.randn(4, 64).to(dt)
@@ -190,8 +206,13 @@ def test_mxfp4_scales_are_powers_of_two_and_max_fits(x_np):
     amax = np.abs(x_np).reshape(3, 2, 32).max(-1)
     scale = e8m0_to_float(q.scale).numpy()
     nz = amax > 0
-    # OCP rule: X = 2^(floor(log2 amax) - 2)  => amax / X in [4, 8)
-    ratio = amax[nz] / scale[nz]
+    # OCP rule: byte = clamp(floor(log2 amax) - 2 + 127, 0, 254) (numpy's frexp, independent of torch's)
+    _, e = np.frexp(amax.astype(np.float64))
+    expected = np.where(nz, np.clip(e - 1 - 2 + 127, 0, 254), 0)
+    np.testing.assert_array_equal(q.scale.numpy(), expected)
+    # where the exponent is not clamped, X = 2^(floor(log2 amax) - 2)  => amax / X in [4, 8)
+    free = nz & (e - 1 - 2 + 127 >= 0)
+    ratio = amax[free] / scale[free]
     assert ((ratio >= 4) & (ratio < 8)).all()
     d = dequantize_mxfp4(q).numpy()
     assert np.all(np.abs(d) <= 6 * scale.repeat(32, axis=-1) + 0)

@@ -82,12 +82,16 @@ def _check_layout(scale_layout: str) -> None:
 
 
 def default_global_scale(x: torch.Tensor) -> torch.Tensor:
-    """``gs = 448 * 6 / amax(|x|)`` over the finite values (fp32 scalar); 1.0 for an all-zero tensor."""
+    """``gs = 448 * 6 / amax(|x|)`` over the finite values (fp32 scalar); 1.0 for an all-zero tensor.
+
+    For amax below ~7.9e-36 the quotient overflows fp32; gs is then clamped to the largest finite
+    fp32 value (such tensors quantize to zero scales and zero codes, never to NaN)."""
     xf = x.float()
     finite = torch.where(torch.isfinite(xf), xf.abs(), torch.zeros((), device=xf.device))
     amax = finite.max() if finite.numel() else torch.zeros((), device=xf.device)
     one = torch.ones((), dtype=torch.float32, device=xf.device)
-    return torch.where(amax > 0, (E4M3_MAX * E2M1_MAX) / torch.where(amax > 0, amax, one), one).float()
+    gs = torch.where(amax > 0, (E4M3_MAX * E2M1_MAX) / torch.where(amax > 0, amax, one), one).float()
+    return gs.clamp(max=torch.finfo(torch.float32).max)
 
 
 def _prepare_global_scale(global_scale, x: torch.Tensor) -> torch.Tensor:
@@ -151,6 +155,12 @@ def quantize_nvfp4(x: torch.Tensor, global_scale=None, *, scale_layout: str = "l
     out_scale = torch.where(sf_f != 0, torch.reciprocal(torch.where(sf_f != 0, denom, torch.ones_like(denom))),
                             torch.zeros_like(denom))
     scaled = blocks * out_scale.unsqueeze(-1)
+    # Tensors with amax below ~1e-35 make 1/(SF/gs) overflow fp32 (x*inf would turn zeros into NaN):
+    # there, evaluate x*gs/SF in fp64 instead. Never taken for ordinary data.
+    overflow = ~torch.isfinite(out_scale)
+    if bool(overflow.any()):
+        exact = (blocks.double() * gs_b.double().unsqueeze(-1) / sf_f.double().unsqueeze(-1)).float()
+        scaled = torch.where(overflow.unsqueeze(-1), exact, scaled)
     # x * 0 keeps the sign of x (and NaN/Inf times 0 is NaN): emulate the kernel's
     # "scale 0 -> code +-0" explicitly so zero-scale blocks give signed zero codes.
     scaled = torch.where(out_scale.unsqueeze(-1) == 0, torch.copysign(torch.zeros_like(blocks), blocks), scaled)
