@@ -9,10 +9,8 @@ a missing piece is recorded as ``None`` with the reason.
 from __future__ import annotations
 
 import datetime as _dt
-import glob
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
@@ -41,34 +39,18 @@ def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
 
 
-def _nvcc_version(path: str) -> str | None:
-    try:
-        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"release (\d+\.\d+), V([\d.]+)", text)
-    return m.group(2) if m else None
-
-
 def find_nvccs() -> list[dict[str, str | None]]:
-    """Every nvcc on PATH, under CUDA_HOME/CUDA_PATH, /usr/local/cuda*, and conda prefixes."""
-    candidates: list[str] = []
-    which = shutil.which("nvcc")
-    if which:
-        candidates.append(which)
-    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX"):
-        if os.environ.get(var):
-            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
-    candidates += sorted(glob.glob("/usr/local/cuda*/bin/nvcc")) + sorted(glob.glob("/opt/cuda*/bin/nvcc"))
+    """Every nvcc the compile lab would find (:func:`sm120lab.toolchains.discover.nvcc_candidates`),
+    once per real file, with its version."""
+    from .toolchains.discover import nvcc_candidates, tool_version
+
     seen, found = set(), []
-    for c in candidates:
-        if not os.path.isfile(c):
-            continue
+    for c in nvcc_candidates():
         real = os.path.realpath(c)
         if real in seen:
             continue
         seen.add(real)
-        found.append({"path": c, "realpath": real, "version": _nvcc_version(c)})
+        found.append({"path": str(c), "realpath": real, "version": tool_version(str(c))})
     return found
 
 

@@ -19,6 +19,11 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
+def cache_root() -> Path:
+    """Downloads and compile caches: ``$SM120LAB_CACHE`` or ``~/.cache/sm120lab``."""
+    return Path(os.environ.get("SM120LAB_CACHE") or Path.home() / ".cache" / "sm120lab").expanduser()
+
+
 def data_dir() -> Path:
     return repo_root() / "data"
 

@@ -23,6 +23,7 @@ import re
 import time
 from pathlib import Path
 
+from .. import paths
 from ..atomic_io import write_json_atomic
 from ..toolchains.compile import disassemble, first_error_line, frontend_ptx, ptxas
 from ..toolchains.toolkit import Toolkit
@@ -37,7 +38,7 @@ _ARCH_NAME_ERRORS = re.compile(
 
 def cache_root() -> Path:
     value = os.environ.get("SM120LAB_ARCHFLAGS_CACHE")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "sm120lab" / "archflags"
+    return Path(value).expanduser() if value else paths.cache_root() / "archflags"
 
 
 def full_source(probe: Probe) -> str:

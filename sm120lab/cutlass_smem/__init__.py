@@ -32,7 +32,7 @@ from .analysis import (SM120_SMEM_LIMIT, before_after, configs, cutlass_stage_co
                        model_kernel_smem)
 from .plot import plot_stage_bytes
 from .store import load, measure_cached, recorded, result_path
-from .wheels import fetch_wheel
+from ..pypi_wheels import fetch_wheel
 
 __all__ = [
     "SM120_SMEM_LIMIT", "before_after", "configs", "cutlass_stage_count", "derive", "fetch_wheel",

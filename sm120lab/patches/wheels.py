@@ -4,59 +4,22 @@
 ``pip download --no-deps --only-binary=:all:`` into ``<cache>/wheels/dl/`` and extracts only the
 requested paths (plus the ``.dist-info/METADATA``) into ``<cache>/wheels/<dist>-<version>-files/``,
 one file at a time, atomically; later calls extract only what is missing. The cache root is
-``$SM120LAB_CACHE`` or ``~/.cache/sm120lab`` (shared with :mod:`sm120lab.cutlass_smem.wheels`).
+``$SM120LAB_CACHE`` or ``~/.cache/sm120lab``; the download itself is :func:`sm120lab.pypi_wheels.download_wheel`.
 vLLM 0.17.0 is a 433 MB wheel that unpacks to gigabytes: this keeps a few of its files.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 from ..atomic_io import write_bytes_atomic
+from ..paths import cache_root
+from ..pypi_wheels import canonical_name as _canon
+from ..pypi_wheels import download_wheel
 
-_DIST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VER_RE = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SM120LAB_CACHE") or Path.home() / ".cache" / "sm120lab")
-
-
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-def download_wheel(dist: str, version: str, *, quiet: bool = True) -> Path:
-    """Path of the cached ``.whl`` for ``dist==version`` (downloaded on first use)."""
-    if not _DIST_RE.match(dist or ""):
-        raise ValueError(f"dist: expected a distribution name like 'flashinfer-python', got {dist!r}")
-    if not _VER_RE.match(version or ""):
-        raise ValueError(f"version: expected an exact version like '0.6.5', got {version!r}")
-    dl = cache_root() / "wheels" / "dl"
-    found = sorted(p for p in dl.glob("*.whl")
-                   if _canon(p.name.split("-")[0]) == _canon(dist) and p.name.split("-")[1] == version)
-    if found:
-        return found[0]
-    dl.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".dl-", dir=dl) as tmp:
-        if not quiet:
-            print(f"downloading {dist}=={version} from PyPI ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--dest", tmp, f"{dist}=={version}"], capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if proc.returncode != 0 or len(wheels) != 1:
-            raise RuntimeError(f"pip download {dist}=={version} failed (rc {proc.returncode}):\n"
-                               f"{proc.stderr.strip()[-1500:]}")
-        target = dl / wheels[0].name
-        os.replace(wheels[0], target)  # same directory tree: atomic
-    return target
+__all__ = ["download_wheel", "evidence_quotes", "fetch_for_audit", "spec_members", "wheel_subset"]
 
 
 def wheel_subset(dist: str, version: str, members: list[str], *, quiet: bool = True) -> Path:

@@ -23,7 +23,8 @@ from .pins import SASS_TOOLS
 from .toolkit import Toolkit
 
 
-def _run_version(exe: str) -> str | None:
+def tool_version(exe: str) -> str | None:
+    """``V<major.minor.patch>`` from ``exe --version`` (nvcc, ptxas), or None if it does not run."""
     try:
         text = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
@@ -32,7 +33,8 @@ def _run_version(exe: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _nvcc_root_candidates() -> list[Path]:
+def nvcc_candidates() -> list[Path]:
+    """Every nvcc file on PATH, under CUDA_HOME/CUDA_PATH/CONDA_PREFIX, /usr/local/cuda*, /opt/cuda*."""
     cands: list[str] = []
     which = shutil.which("nvcc")
     if which:
@@ -63,7 +65,7 @@ def _nvcc_toolkit(nvcc: Path, origin_kind: str) -> Toolkit | None:
     real = resolve_nvcc(nvcc)
     bin_dir = real.parent if (real.parent / "ptxas").is_file() else None
     nvcc = real
-    version = _run_version(str(nvcc))
+    version = tool_version(str(nvcc))
     if version is None:
         return None
     ptxas = None
@@ -71,7 +73,7 @@ def _nvcc_toolkit(nvcc: Path, origin_kind: str) -> Toolkit | None:
         ptxas = bin_dir / "ptxas"
     else:  # wrapper: find the ptxas of the same version next to a real nvcc
         for cand in glob.glob("/usr/local/cuda*/bin/ptxas"):
-            if _run_version(cand) == version:
+            if tool_version(cand) == version:
                 ptxas, bin_dir = Path(cand), Path(cand).parent
                 break
     if ptxas is None or bin_dir is None:
@@ -88,7 +90,7 @@ def _cache_toolkit(folder: Path) -> Toolkit | None:
     cu13 = nv / "cu13"
     if (cu13 / "bin" / "nvcc").is_file():
         nvcc = cu13 / "bin" / "nvcc"
-        version = _run_version(str(nvcc))
+        version = tool_version(str(nvcc))
         if version is None:
             return None
         return Toolkit(name=".".join(version.split(".")[:2]), version=version, frontend="nvcc",
@@ -98,7 +100,7 @@ def _cache_toolkit(folder: Path) -> Toolkit | None:
     libs = sorted((nv / "cuda_nvrtc" / "lib").glob("libnvrtc.so.*"))
     if not ptxas.is_file() or not libs:
         return None
-    version = _run_version(str(ptxas))
+    version = tool_version(str(ptxas))
     if version is None:
         return None
     includes = [nv / "cuda_runtime" / "include", nv / "cuda_cccl" / "include", nv / "cuda_nvcc" / "include"]
@@ -119,7 +121,7 @@ def _discover_cached(key: tuple) -> tuple[Toolkit, ...]:
     """Every toolkit found, in search order (system first), duplicates of a version included."""
     found: list[Toolkit] = []
     seen_real: set[str] = set()
-    for nvcc in _nvcc_root_candidates():
+    for nvcc in nvcc_candidates():
         real = str(resolve_nvcc(nvcc))
         if real in seen_real:
             continue
