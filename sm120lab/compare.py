@@ -77,7 +77,8 @@ def load_run(path: str | Path) -> Run:
     return Run(path=path, summary=summary, environment=environment, results=results)
 
 
-def _env_facts(env: dict[str, Any]) -> dict[str, Any]:
+def environment_facts(env: dict[str, Any]) -> dict[str, Any]:
+    """Flat facts of an ``environment.json``: GPU, driver, CUDA, ``pkg:<name>``, nvccs, ``env:<VAR>``."""
     gpu = env.get("gpu", {}) or {}
     facts = {"gpu": gpu.get("name", "none") if gpu.get("available") else "none",
              "compute_capability": gpu.get("compute_capability"), "driver": gpu.get("driver"),
@@ -111,7 +112,7 @@ def _verdict_assessment(before: str | None, after: str | None) -> str:
 def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05) -> Comparison:
     """All differences of ``b`` against the baseline ``a``."""
     cmp = Comparison(baseline=a.label, other=b.label)
-    fa, fb = _env_facts(a.environment), _env_facts(b.environment)
+    fa, fb = environment_facts(a.environment), environment_facts(b.environment)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key) != fb.get(key):
             cmp.changes.append(Change("environment", "-", key, fa.get(key), fb.get(key), "changed"))
@@ -170,7 +171,7 @@ def timeline(paths: list[str | Path]) -> list[dict[str, Any]]:
     rows = []
     for p in paths:
         run = load_run(p)
-        facts = _env_facts(run.environment)
+        facts = environment_facts(run.environment)
         base = {"run": run.label, "started": run.summary.get("started_utc"), "driver": facts["driver"],
                 "cuda": facts["cuda_runtime"], "gpu": facts["gpu"]}
         for nb, res in run.results.items():
@@ -181,4 +182,18 @@ def timeline(paths: list[str | Path]) -> list[dict[str, Any]]:
             for key, v in _section(res, "bench").items():
                 rows.append({**base, "notebook": nb, "kind": "bench", "key": key, "value": v["value"],
                              "unit": v.get("unit"), "spread": v.get("spread")})
+    return rows
+
+
+def run_overview(paths: list[str | Path]) -> list[dict[str, Any]]:
+    """One row per run: when, GPU, driver, CUDA, torch/triton/flashinfer, notebooks ok of total."""
+    rows = []
+    for p in paths:
+        run = load_run(p)
+        facts = environment_facts(run.environment)
+        books = run.summary.get("notebooks", [])
+        rows.append({"run": run.label, "started": run.summary.get("started_utc"), "gpu": facts["gpu"],
+                     "driver": facts["driver"], "cuda": facts["cuda_runtime"], "torch": facts.get("pkg:torch"),
+                     "triton": facts.get("pkg:triton"), "flashinfer": facts.get("pkg:flashinfer-python"),
+                     "notebooks ok": sum(n["status"] == "ok" for n in books), "notebooks": len(books)})
     return rows

@@ -85,9 +85,10 @@ def execute_matrix(notebooks: list[Path], base: Path, combos: list[Combination],
         try:
             for k, v in combo.env.items():
                 os.environ[k] = os.path.expandvars(v)
-            run_dir = base / f"{run_tag(collect())}-{combo.label}"
+            env = collect()
+            run_dir = base / f"{run_tag(env)}-{combo.label}"
             merged = {**(params or {}), **combo.params}
-            summaries.append(execute_all(notebooks, run_dir, merged, progress=False))
+            summaries.append(execute_all(notebooks, run_dir, merged, progress=False, env=env))
         finally:
             for k, v in saved.items():
                 if v is None:

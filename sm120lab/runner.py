@@ -120,14 +120,17 @@ def _first_error_line(exc: BaseException) -> str:
 
 
 def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | None = None,
-                kernel_name: str = "python3", progress: bool = True, timeout_s: int = 3600) -> RunSummary:
-    """Execute ``notebooks`` into ``run_dir``; return the summary (also written to summary.json)."""
+                kernel_name: str = "python3", progress: bool = True, timeout_s: int = 3600,
+                env: dict[str, Any] | None = None) -> RunSummary:
+    """Execute ``notebooks`` into ``run_dir``; return the summary (also written to summary.json).
+
+    ``env``: the :func:`sm120lab.envinfo.collect` snapshot already taken for the run tag, if any."""
     import papermill
 
     params = params or {}
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "results").mkdir(exist_ok=True)
-    env = collect()
+    env = env or collect()
     write_json_atomic(run_dir / "environment.json", env)
     summary = RunSummary(run_dir=run_dir, started_utc=env["timestamp_utc"],
                          notebooks=[NotebookResult(name=p.stem) for p in notebooks])
@@ -173,6 +176,5 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
     return summary
 
 
-def default_run_dir(base: Path | None = None) -> Path:
-    base = base or Path("runs")
-    return base / run_tag(collect())
+def default_run_dir(base: Path | None = None, env: dict[str, Any] | None = None) -> Path:
+    return (base or Path("runs")) / run_tag(env or collect())

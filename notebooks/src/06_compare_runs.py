@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from sm120lab import results
-from sm120lab.compare import compare_many, load_run, timeline
+from sm120lab.compare import compare_many, load_run, run_overview, timeline
 from sm120lab.paths import data_dir
 
 # %% tags=["parameters"]
@@ -38,18 +38,7 @@ if not enough:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-envs = []
-for r in runs:
-    run = load_run(r)
-    gpu = run.environment.get("gpu", {})
-    pk = run.environment.get("packages", {})
-    envs.append({"run": run.label, "started": run.summary.get("started_utc"),
-                 "gpu": gpu.get("name", "none") if gpu.get("available") else "none",
-                 "driver": gpu.get("driver"), "cuda": gpu.get("torch_cuda_runtime"),
-                 "torch": pk.get("torch"), "triton": pk.get("triton"), "flashinfer": pk.get("flashinfer-python"),
-                 "notebooks ok": sum(n["status"] == "ok" for n in run.summary.get("notebooks", [])),
-                 "notebooks": len(run.summary.get("notebooks", []))})
-pd.DataFrame(envs)
+pd.DataFrame(run_overview(runs))
 
 # %% [markdown]
 # ## Differences against the first run
@@ -107,4 +96,4 @@ else:
 
 # %%
 results.record("06_compare_runs", {"runs": [Path(r).name for r in runs],
-                                   "correctness_regressions": sum(len(c.correctness_regressions) for c in compare_many(runs)) if enough else None})
+                                   "correctness_regressions": sum(len(c.correctness_regressions) for c in comparisons) if enough else None})

@@ -54,6 +54,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from ..envinfo import collect
     from ..runner import default_run_dir, discover_notebooks, execute_all
 
     console = Console(stderr=False)
@@ -68,9 +69,10 @@ def main(args: argparse.Namespace) -> int:
     params = load_params(args.parameter, args.params)
     if args.matrix:
         return _main_matrix(args, notebooks, params, console)
-    run_dir = args.out or default_run_dir()
+    env = collect()
+    run_dir = args.out or default_run_dir(env=env)
     console.print(f"run folder: {run_dir}")
-    summary = execute_all(notebooks, run_dir, params, progress=not args.no_progress)
+    summary = execute_all(notebooks, run_dir, params, progress=not args.no_progress, env=env)
     table = Table(title=f"sm120lab run -> {run_dir}")
     for col in ("notebook", "status", "wall s", "error"):
         table.add_column(col)
