@@ -21,8 +21,10 @@ from sm120lab.compare import compare_many, load_run, run_overview, timeline
 from sm120lab.paths import data_dir
 
 # %% tags=["parameters"]
-runs = []            # run folders; empty = every folder under data/runs/, oldest first
-min_rel = 0.05       # smallest relative bench change ever called a regression
+# run folders (empty: every folder under data/runs/, oldest first)
+runs = []
+# smallest relative bench change ever called a regression
+min_rel = 0.05
 
 # %%
 if not runs:
