@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.sm120lab-installed
 
-.PHONY: run test setup clean-venv
+.PHONY: run test setup lab lint clean-venv
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -36,8 +36,16 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/sm120lab run $(RUN_ARGS)
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VPY) -m ruff check sm120lab tests notebooks/src tools scripts
+
+test: $(STAMP) lint
 	$(VPY) -m pytest $(PYTEST_ARGS) tests --nbval-lax notebooks
+
+# JupyterLab over the same venv (pinned in constraints.txt); opens notebooks/.
+lab: $(STAMP)
+	$(VPY) -m pip install -q -c constraints.txt -e ".[lab]"
+	$(VENV)/bin/jupyter lab notebooks
 
 clean-venv:
 	rm -rf $(VENV)

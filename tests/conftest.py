@@ -22,3 +22,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A fresh random seed per test, printed so a failure can be replayed.
+
+    ``SM120LAB_SEED=N pytest ...`` replays one. The seed is shown in the failure report
+    (``-ra`` prints captured stdout of failing tests) and attached to the test's report sections.
+    """
+    env = os.environ.get("SM120LAB_SEED")
+    value = int(env) if env else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+    print(f"[seed] {request.node.nodeid}: SM120LAB_SEED={value}")
+    request.node.user_properties.append(("seed", value))
+    return value
