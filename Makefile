@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.sm120lab-installed
 
-.PHONY: run test setup lab lint clean-venv
+.PHONY: run test setup lab lint clean-venv notebooks notebook
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -37,7 +37,7 @@ run: $(STAMP)
 	$(VENV)/bin/sm120lab run $(RUN_ARGS)
 
 lint: $(STAMP)
-	$(VPY) -m ruff check sm120lab tests notebooks/src tools scripts
+	$(VPY) -m ruff check sm120lab tests notebooks/src scripts
 
 test: $(STAMP) lint
 	$(VPY) -m pytest $(PYTEST_ARGS) tests --nbval-lax notebooks
@@ -46,6 +46,30 @@ test: $(STAMP) lint
 lab: $(STAMP)
 	$(VPY) -m pip install -q -c constraints.txt -e ".[lab]"
 	$(VENV)/bin/jupyter lab notebooks
+
+# Notebooks: notebooks/src/NN_name.py (jupytext percent format) is the truth. Build each into
+# notebooks/NN_name.ipynb with jupytext and execute it from notebooks/ (relative paths such as
+# ../data/ resolve there); cell tags (`parameters` for papermill) and `# NBVAL_CHECK_OUTPUT` lines
+# travel with the cells. tests/test_notebooks.py fails when a committed .ipynb drifts from its source.
+#   make notebooks            build + execute every notebook
+#   make notebook NB=03       build + execute one (or several: NB="01 04")
+NB_SOURCES = $(sort $(wildcard notebooks/src/[0-9][0-9]_*.py))
+NB_BUILD = $(VENV)/bin/jupytext --to ipynb --set-kernel python3 --execute --run-path notebooks
+
+notebooks: $(STAMP)
+	@for src in $(NB_SOURCES); do \
+	  echo "== $$src"; \
+	  $(NB_BUILD) -o notebooks/$$(basename $$src .py).ipynb $$src || exit 1; \
+	done
+
+notebook: $(STAMP)
+	@test -n "$(NB)" || { echo "NB: expected a notebook number, e.g. make notebook NB=03"; exit 2; }
+	@for n in $(NB); do \
+	  src=$$(ls notebooks/src/$${n}_*.py 2>/dev/null | head -n 1); \
+	  test -n "$$src" || { echo "NB: no notebooks/src/$${n}_*.py"; exit 2; }; \
+	  echo "== $$src"; \
+	  $(NB_BUILD) -o notebooks/$$(basename $$src .py).ipynb $$src || exit 1; \
+	done
 
 clean-venv:
 	rm -rf $(VENV)
