@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from sm120lab.cli import main as cli_main
-from sm120lab.patches import engine, textmatch as tm
+from sm120lab.patches import engine
+from sm120lab.patches import textmatch as tm
 from sm120lab.patches.site import locate
 from sm120lab.patches.spec import SpecError, all_spec_files, load_specs
 from sm120lab.patches.wheels import download_wheel, evidence_quotes, fetch_for_audit, wheel_subset
+from sm120lab.pypi_wheels import INDEX
 
 pytestmark = pytest.mark.network
 
@@ -55,7 +57,7 @@ def fi_new() -> Path:
 
 
 def _copy_site(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".absent", engine.STATE_DIR))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(INDEX, engine.STATE_DIR))
     return dst
 
 
@@ -440,3 +442,39 @@ def test_power_cut_during_revert_then_revert_again(fi_old, tmp_path):
         assert hashlib.sha256(cur).hexdigest() in (before[rel], hashlib.sha256(data).hexdigest())
     engine.revert(tree, specs)
     assert _hashes(site) == before
+
+
+# --- audit_available: installed, else wheelhouse, else PyPI ------------------------------------
+
+def test_audit_available_reads_a_local_wheelhouse_without_downloading(tmp_path, monkeypatch):
+    from sm120lab.patches import Origin, audit_available
+
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(download_wheel("flashinfer-python", FI_OLD), house)
+    (house / "not-a-wheel-name.whl").write_bytes(b"junk")  # ignored: not a valid wheel file name
+    monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))  # empty cache: nothing downloaded
+    monkeypatch.delenv("SM120LAB_WHEELHOUSE", raising=False)
+    result = audit_available(wheelhouse=house, download=False)
+    (a,) = result.audits
+    assert (a.package, a.version, a.origin) == ("flashinfer-python", FI_OLD, Origin.WHEELHOUSE)
+    assert len(a.rows) == len(load_specs("flashinfer", FI_OLD).patches) > 20
+    assert not (tmp_path / "cache" / "wheels" / "dl").exists()
+    assert set(result.not_audited) == {"vllm"} and "\n" not in result.not_audited["vllm"]
+    # the same through the environment variable
+    monkeypatch.setenv("SM120LAB_WHEELHOUSE", str(house))
+    assert [x.key for x in audit_available(["flashinfer"], download=False).audits] == [f"flashinfer-python=={FI_OLD}"]
+
+
+def test_audit_available_gives_one_line_reasons(tmp_path, monkeypatch):
+    from sm120lab.patches import audit_available
+
+    monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SM120LAB_WHEELHOUSE", raising=False)
+    off = audit_available(["flashinfer"], wheelhouse=tmp_path / "none", download=False)
+    assert off.audits == [] and "downloads are off" in off.not_audited["flashinfer-python"]
+    # a version inside a spec's range that PyPI does not have: pip's error, in one line
+    bad = audit_available(["flashinfer"], fallback={"flashinfer": ("0.6.5.post999",)})
+    (why,) = bad.not_audited.values()
+    assert "pip download flashinfer-python==0.6.5.post999 failed" in why and "\n" not in why
+    assert all("\n" not in line for line in bad.lines())

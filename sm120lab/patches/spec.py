@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from importlib import resources
 from pathlib import Path
 
@@ -22,7 +23,23 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-CLASSIFICATIONS = ("needed", "no-op", "harmful", "upstreamed")
+
+class Classification(str, Enum):
+    """What a patch means for SM120 (a str-Enum: compares and serialises as its value)."""
+
+    NEEDED = "needed"          # the fix matters on SM120 for this version
+    NO_OP = "no-op"            # changes nothing on SM120
+    HARMFUL = "harmful"        # unlocks a path with no SM120 kernels
+    UPSTREAMED = "upstreamed"  # the version already does it
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+CLASSIFICATIONS = tuple(c.value for c in Classification)
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SPEC_DIR_PACKAGE = "sm120lab.patches"
 
@@ -40,7 +57,7 @@ class Patch:
     file: str | None
     anchor: str | None
     replacement: str | None
-    classification: str
+    classification: Classification
     purpose: str
     evidence: str
     upstreamed_in: str | None = None
@@ -143,7 +160,7 @@ def parse_spec_file(text: str, name: str) -> dict:
         if not isinstance(default_apply, bool):
             raise SpecError(f"{where}: default_apply must be true or false")
         patches.append(Patch(
-            id=pid, file=file_, anchor=anchor, replacement=repl, classification=cls,
+            id=pid, file=file_, anchor=anchor, replacement=repl, classification=Classification(cls),
             purpose=_req(p, "purpose", where).strip(), evidence=_req(p, "evidence", where).rstrip("\n"),
             upstreamed_in=upstreamed_in, seed_ref=_opt_str(p, "seed_ref", where),
             default_apply=default_apply, source=name,
@@ -192,6 +209,14 @@ def spec_texts() -> dict[str, str]:
 
 def all_spec_files() -> list[dict]:
     return [parse_spec_file(text, name) | {"name": name} for name, text in spec_texts().items()]
+
+
+def import_name_of(package: str) -> str:
+    """The import directory of ``package`` as its spec files name it (``flashinfer-python`` ->
+    ``flashinfer``); the distribution name itself when no spec file names it."""
+    package = normalize_package(package)
+    names = {f["import_name"] for f in all_spec_files() if f["package"] == package}
+    return names.pop() if len(names) == 1 else package
 
 
 def normalize_package(name: str) -> str:
