@@ -13,20 +13,42 @@ from pathlib import Path
 from typing import Any
 
 
+def current_umask() -> int:
+    """The process umask (read from ``/proc/self/status`` where it is shown, else set and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, mode: int | None = None) -> Path:
-    """Replace ``path`` with ``data`` atomically; keep the old file's permission bits unless ``mode``."""
+    """Replace ``path`` with ``data`` atomically.
+
+    Args:
+        path: the target file; its folder is created if missing.
+        data: the new contents.
+        mode: permission bits. Default: the old file's bits when it exists, else ``0o666 & ~umask``,
+            the mode ``open(path, "w")`` would give (``mkstemp`` alone would leave 0600).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None and path.exists():
-        mode = path.stat().st_mode & 0o7777
+    if mode is None:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,26 +1,82 @@
 """Compare run folders: what changed between drivers, toolkits, FlashInfer or vLLM releases.
 
 Each later run is compared with the first (the baseline), over the schema sections of
-``results/*.json`` (see :mod:`sm120lab.results`):
+``results/*.json`` (see :mod:`sm120lab.results`). Any loss of correctness evidence is a
+**regression**:
 
-- verdicts: a change from ``correct`` to ``degraded``/``garbage`` (or from ``degraded`` to
-  ``garbage``) is a **correctness regression**; the reverse is a fix;
-- compile_matrix: every cell whose status changed;
-- bench: relative change ``(b - a) / a`` of each figure, called a regression or improvement only
+- notebooks: ``ok`` before and ``failed`` / ``not run`` / absent now;
+- verdicts: ``correct`` -> ``degraded`` -> ``garbage`` is worse; a verdict that became ``error``, one
+  that is ``skipped`` where it ran before, and one that is missing now are regressions too; the
+  reverse is a fix;
+- compile_matrix: a cell that vanished is a regression; other changed cells are listed as changed;
+- bench: relative change ``(b - a) / |a|`` of each figure, called a regression or improvement only
   when it exceeds the noise band ``max(spread_a, spread_b, min_rel)``, where ``spread`` is the
-  recorded relative repeat spread (p90-p10 over median) and ``min_rel`` a floor (default 5%).
+  recorded relative repeat spread (p90-p10 over median) and ``min_rel`` a floor (default 5%). A
+  figure that is no longer finite (NaN, inf) or vanished is a regression; a baseline of 0 compares
+  by sign (any rise of a lower-is-better figure is a regression).
 
-Also the environment (driver, CUDA, package versions) and notebook statuses.
+Also the environment (driver, CUDA, package versions, compared with ``packaging.version``).
+Every input file is validated first (:mod:`sm120lab.results`): a malformed one raises
+:class:`~sm120lab.results.SchemaError` with one line naming it.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import os
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .results import VERDICT_ORDER
+from packaging.version import InvalidVersion, Version
+
+from .results import (
+    RESULTS_ENV,
+    VERDICT_ORDER,
+    NotebookStatus,
+    SchemaError,
+    load_json,
+    validate_environment,
+    validate_results,
+    validate_summary,
+)
+
+__all__ = ["Assessment", "Change", "ChangeKind", "Comparison", "Run", "SchemaError", "against_recorded",
+           "compare_many", "compare_runs", "current_run_dir", "load_run", "recorded_runs", "run_overview",
+           "timeline"]
+
+
+class _StrEnum(str, Enum):
+    def __str__(self) -> str:
+        return self.value
+
+
+class ChangeKind(_StrEnum):
+    """What a :class:`Change` is about."""
+
+    ENVIRONMENT = "environment"
+    STATUS = "status"
+    VERDICT = "verdict"
+    COMPILE = "compile"
+    BENCH = "bench"
+
+
+class Assessment(_StrEnum):
+    """How a :class:`Change` is judged; only ``regression`` fails the gate."""
+
+    REGRESSION = "regression"
+    FIX = "fix"
+    IMPROVEMENT = "improvement"
+    CHANGED = "changed"
+    WITHIN_NOISE = "within-noise"
+    NEW = "new"
+    GONE = "gone"
+
+
+#: verdicts that mean the backend ran and produced an output to judge
+RAN = frozenset(VERDICT_ORDER)
+ERROR, SKIPPED = "error", "skipped"
 
 
 @dataclass
@@ -37,13 +93,17 @@ class Run:
 
 @dataclass
 class Change:
-    kind: str          # environment | status | verdict | compile | bench
+    kind: ChangeKind
     notebook: str
     key: str
     before: Any
     after: Any
-    assessment: str    # regression | fix | improvement | changed | within-noise | new | gone
+    assessment: Assessment
     detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "notebook": self.notebook, "key": self.key, "before": self.before,
+                "after": self.after, "assessment": self.assessment.value, "detail": self.detail}
 
 
 @dataclass
@@ -53,33 +113,44 @@ class Comparison:
     changes: list[Change] = field(default_factory=list)
 
     @property
+    def regressions(self) -> list[Change]:
+        """Every change judged a regression (correctness evidence lost, a compile cell gone, slower)."""
+        return [c for c in self.changes if c.assessment is Assessment.REGRESSION]
+
+    @property
     def correctness_regressions(self) -> list[Change]:
-        return [c for c in self.changes if c.kind == "verdict" and c.assessment == "regression"]
+        """Regressions of correctness evidence: worse, errored, skipped or missing verdicts, failed notebooks."""
+        return [c for c in self.regressions if c.kind in (ChangeKind.VERDICT, ChangeKind.STATUS)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "other": self.other, "changes": [c.to_json() for c in self.changes]}
 
 
 def load_run(path: str | Path) -> Run:
-    """Read a run folder; raise ``FileNotFoundError`` naming what is missing."""
+    """Read and validate a run folder.
+
+    Raises:
+        FileNotFoundError: the folder or its ``summary.json`` is missing.
+        SchemaError: a file is not JSON or not in the schema's shape (one line naming the file).
+    """
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"run folder not found: {path}")
     summary_path = path / "summary.json"
-    if not summary_path.exists():
+    if not summary_path.is_file():
         raise FileNotFoundError(f"{path} is not a run folder: no summary.json (made by `sm120lab run`)")
-    summary = json.loads(summary_path.read_text())
+    summary = validate_summary(load_json(summary_path), summary_path)
     env_path = path / "environment.json"
-    environment = json.loads(env_path.read_text()) if env_path.exists() else {}
+    environment = validate_environment(load_json(env_path), env_path) if env_path.exists() else {}
     results = {}
     for f in sorted((path / "results").glob("*.json")):
-        try:
-            results[f.stem] = json.loads(f.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{f}: not valid JSON ({exc})") from exc
+        results[f.stem] = validate_results(load_json(f), f)
     return Run(path=path, summary=summary, environment=environment, results=results)
 
 
 def environment_facts(env: dict[str, Any]) -> dict[str, Any]:
     """Flat facts of an ``environment.json``: GPU, driver, CUDA, ``pkg:<name>``, nvccs, ``env:<VAR>``."""
-    gpu = env.get("gpu", {}) or {}
+    gpu = env.get("gpu") or {}
     facts = {"gpu": gpu.get("name", "none") if gpu.get("available") else "none",
              "compute_capability": gpu.get("compute_capability"), "driver": gpu.get("driver"),
              "cuda_runtime": gpu.get("torch_cuda_runtime")}
@@ -92,69 +163,142 @@ def environment_facts(env: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+def _version(text: Any) -> Version | None:
+    try:
+        return Version(str(text)) if text is not None else None
+    except InvalidVersion:
+        return None
+
+
+def _environment_detail(key: str, before: Any, after: Any) -> str:
+    """``upgrade`` / ``downgrade`` for package, driver and CUDA versions (``packaging.version``)."""
+    if not (key.startswith("pkg:") or key in ("driver", "cuda_runtime")):
+        return ""
+    vb, va = _version(before), _version(after)
+    if vb is None or va is None or vb == va:
+        return ""
+    return "upgrade" if va > vb else "downgrade"
+
+
 def _section(result: dict[str, Any], name: str) -> dict[str, Any]:
-    """A schema section of one notebook's results; anything not in the schema's shape is ignored."""
-    value = result.get(name, {})
-    return value if isinstance(value, dict) else {}
+    """A schema section of one (validated) notebook result; absent sections are empty."""
+    return result.get(name) or {}
 
 
-def _verdict_assessment(before: str | None, after: str | None) -> str:
+def _verdict_assessment(before: str | None, after: str | None) -> Assessment:
+    """Judge one verdict change; any loss of correctness evidence is a regression."""
     if before is None:
-        return "new"
+        return Assessment.NEW
     if after is None:
-        return "gone"
-    rb, ra = VERDICT_ORDER.get(before), VERDICT_ORDER.get(after)
-    if rb is not None and ra is not None:
-        return "regression" if ra > rb else "fix"
-    return "changed"
+        return Assessment.REGRESSION  # the verdict is missing now
+    if before in RAN and after in RAN:
+        return Assessment.REGRESSION if VERDICT_ORDER[after] > VERDICT_ORDER[before] else Assessment.FIX
+    if after == ERROR:
+        return Assessment.REGRESSION  # crashed where it ran, or was skipped, before
+    if after == SKIPPED:
+        return Assessment.REGRESSION if before in RAN else Assessment.CHANGED
+    if before in (ERROR, SKIPPED) and after in RAN:
+        return Assessment.FIX
+    return Assessment.CHANGED
 
 
-def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05) -> Comparison:
-    """All differences of ``b`` against the baseline ``a``."""
+def _status_assessment(before: str | None, after: str | None) -> Assessment:
+    if before is None:
+        return Assessment.NEW
+    if before == NotebookStatus.OK:
+        return Assessment.REGRESSION  # failed, not run, or absent now
+    if after == NotebookStatus.OK:
+        return Assessment.FIX
+    return Assessment.CHANGED
+
+
+def _bench_change(nb: str, key: str, x: dict[str, Any], y: dict[str, Any], min_rel: float) -> Change | None:
+    """One bench figure in both runs; ``None`` when nothing changed."""
+    a, b = float(x["value"]), float(y["value"])
+    unit = x.get("unit") or y.get("unit") or ""
+    lower_better = x.get("lower_is_better", True)
+
+    def change(assess: Assessment, detail: str) -> Change:
+        return Change(ChangeKind.BENCH, nb, key, x["value"], y["value"], assess, f"{detail} {unit}".strip())
+
+    if not math.isfinite(b):
+        if not math.isfinite(a) and repr(a) == repr(b):
+            return None
+        return change(Assessment.REGRESSION, "no longer a finite number")
+    if not math.isfinite(a):
+        return change(Assessment.FIX, "baseline was not a finite number")
+    if a == b:
+        return None
+    if a == 0:
+        worse = b > 0 if lower_better else b < 0
+        return change(Assessment.REGRESSION if worse else Assessment.IMPROVEMENT, "baseline 0: no relative change")
+    rel = (b - a) / abs(a)
+    band = max(x.get("spread") or 0.0, y.get("spread") or 0.0, min_rel)
+    if abs(rel) <= band:
+        assess = Assessment.WITHIN_NOISE
+    else:
+        worse = rel > 0 if lower_better else rel < 0
+        assess = Assessment.REGRESSION if worse else Assessment.IMPROVEMENT
+    return change(assess, f"{rel:+.1%} (noise band ±{band:.1%})")
+
+
+def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05, skip_pending: bool = False) -> Comparison:
+    """All differences of ``b`` against the baseline ``a``.
+
+    Args:
+        a: the baseline run.
+        b: the run judged against it.
+        min_rel: the smallest relative bench change ever called a regression or improvement.
+        skip_pending: leave out notebooks that are ``not run`` in ``b`` (a run still in progress,
+            e.g. the run that notebook 06 is part of).
+
+    Returns:
+        The :class:`Comparison`; ``comparison.regressions`` is what a gate fails on.
+    """
+    if not (isinstance(min_rel, (int, float)) and math.isfinite(min_rel) and min_rel >= 0):
+        raise ValueError(f"min_rel: expected a finite number >= 0, got {min_rel!r}")
     cmp = Comparison(baseline=a.label, other=b.label)
     fa, fb = environment_facts(a.environment), environment_facts(b.environment)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key) != fb.get(key):
-            cmp.changes.append(Change("environment", "-", key, fa.get(key), fb.get(key), "changed"))
+            cmp.changes.append(Change(ChangeKind.ENVIRONMENT, "-", key, fa.get(key), fb.get(key),
+                                      Assessment.CHANGED, _environment_detail(key, fa.get(key), fb.get(key))))
 
-    sa = {n["name"]: n["status"] for n in a.summary.get("notebooks", [])}
-    sb = {n["name"]: n["status"] for n in b.summary.get("notebooks", [])}
-    for name in sorted(set(sa) | set(sb)):
+    sa = {n["name"]: n["status"] for n in a.summary["notebooks"]}
+    sb = {n["name"]: n["status"] for n in b.summary["notebooks"]}
+    pending = {n for n, s in sb.items() if s == NotebookStatus.NOT_RUN} if skip_pending else set()
+    for name in sorted((set(sa) | set(sb)) - pending):
         if sa.get(name) != sb.get(name):
-            assess = "regression" if sa.get(name) == "ok" else ("fix" if sb.get(name) == "ok" else "changed")
-            cmp.changes.append(Change("status", name, "notebook", sa.get(name), sb.get(name), assess))
+            detail = "" if name in sb else "not in this run"
+            cmp.changes.append(Change(ChangeKind.STATUS, name, "notebook", sa.get(name), sb.get(name),
+                                      _status_assessment(sa.get(name), sb.get(name)), detail))
 
-    for nb in sorted(set(a.results) | set(b.results)):
+    for nb in sorted((set(a.results) | set(b.results)) - pending):
         ra, rb = a.results.get(nb, {}), b.results.get(nb, {})
         va, vb = _section(ra, "verdicts"), _section(rb, "verdicts")
         for key in sorted(set(va) | set(vb)):
             if va.get(key) != vb.get(key):
-                cmp.changes.append(Change("verdict", nb, key, va.get(key), vb.get(key),
-                                          _verdict_assessment(va.get(key), vb.get(key))))
+                cmp.changes.append(Change(ChangeKind.VERDICT, nb, key, va.get(key), vb.get(key),
+                                          _verdict_assessment(va.get(key), vb.get(key)),
+                                          "" if key in vb else "verdict missing"))
         ca, cb = _section(ra, "compile_matrix"), _section(rb, "compile_matrix")
         for key in sorted(set(ca) | set(cb)):
             if ca.get(key) != cb.get(key):
-                assess = "new" if key not in ca else ("gone" if key not in cb else "changed")
-                cmp.changes.append(Change("compile", nb, key, ca.get(key), cb.get(key), assess))
+                assess = (Assessment.NEW if key not in ca else
+                          Assessment.REGRESSION if key not in cb else Assessment.CHANGED)
+                cmp.changes.append(Change(ChangeKind.COMPILE, nb, key, ca.get(key), cb.get(key), assess,
+                                          "" if key in cb else "cell missing"))
         ba, bb = _section(ra, "bench"), _section(rb, "bench")
         for key in sorted(set(ba) | set(bb)):
-            if key not in ba or key not in bb:
-                cmp.changes.append(Change("bench", nb, key, (ba.get(key) or {}).get("value"),
-                                          (bb.get(key) or {}).get("value"), "new" if key not in ba else "gone"))
-                continue
-            x, y = ba[key], bb[key]
-            if x["value"] == 0:
-                continue
-            rel = (y["value"] - x["value"]) / abs(x["value"])
-            band = max(x.get("spread") or 0.0, y.get("spread") or 0.0, min_rel)
-            lower_better = x.get("lower_is_better", True)
-            if abs(rel) <= band:
-                assess = "within-noise"
+            if key not in ba:
+                cmp.changes.append(Change(ChangeKind.BENCH, nb, key, None, bb[key]["value"], Assessment.NEW))
+            elif key not in bb:
+                cmp.changes.append(Change(ChangeKind.BENCH, nb, key, ba[key]["value"], None,
+                                          Assessment.REGRESSION, "figure missing"))
             else:
-                worse = rel > 0 if lower_better else rel < 0
-                assess = "regression" if worse else "improvement"
-            cmp.changes.append(Change("bench", nb, key, x["value"], y["value"], assess,
-                                      f"{rel:+.1%} (noise band ±{band:.1%}) {x.get('unit', '')}".strip()))
+                ch = _bench_change(nb, key, ba[key], bb[key], min_rel)
+                if ch is not None:
+                    cmp.changes.append(ch)
     return cmp
 
 
@@ -195,5 +339,48 @@ def run_overview(paths: list[str | Path]) -> list[dict[str, Any]]:
         rows.append({"run": run.label, "started": run.summary.get("started_utc"), "gpu": facts["gpu"],
                      "driver": facts["driver"], "cuda": facts["cuda_runtime"], "torch": facts.get("pkg:torch"),
                      "triton": facts.get("pkg:triton"), "flashinfer": facts.get("pkg:flashinfer-python"),
-                     "notebooks ok": sum(n["status"] == "ok" for n in books), "notebooks": len(books)})
+                     "notebooks ok": sum(n["status"] == NotebookStatus.OK for n in books), "notebooks": len(books)})
     return rows
+
+
+def current_run_dir() -> Path | None:
+    """The run folder of the ``sm120lab run`` this process is part of (from ``SM120LAB_RESULTS_DIR``)."""
+    value = os.environ.get(RESULTS_ENV)
+    return Path(value).parent if value else None
+
+
+def recorded_runs(recorded_root: str | Path | None = None) -> list[Path]:
+    """The run folders under ``recorded_root`` (default ``<checkout>/data/runs``), oldest first by name."""
+    if recorded_root is None:
+        from .paths import data_dir
+
+        recorded_root = data_dir() / "runs"
+    root = Path(recorded_root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / "summary.json").is_file())
+
+
+def against_recorded(run_dir: str | Path | None = None, recorded_root: str | Path | None = None, *,
+                     min_rel: float = 0.05) -> list[Comparison]:
+    """This run judged against every recorded run: one :class:`Comparison` per recorded baseline.
+
+    Args:
+        run_dir: the run to judge. Default: the run this process belongs to (:func:`current_run_dir`),
+            whose notebooks still ``not run`` are left out (it is in progress).
+        recorded_root: folder of recorded runs (default ``<checkout>/data/runs``). ``run_dir`` itself
+            is skipped if it lies there.
+        min_rel: bench noise floor, as in :func:`compare_runs`.
+
+    Returns:
+        ``[compare_runs(recorded, run), ...]`` in recorded-run order; empty when there is no run to
+        judge or nothing is recorded.
+    """
+    in_progress = run_dir is None
+    run_dir = current_run_dir() if run_dir is None else Path(run_dir)
+    if run_dir is None:
+        return []
+    run = load_run(run_dir)
+    mine = run_dir.resolve()
+    baselines = [load_run(p) for p in recorded_runs(recorded_root) if p.resolve() != mine]
+    return [compare_runs(base, run, min_rel=min_rel, skip_pending=in_progress) for base in baselines]

@@ -12,6 +12,14 @@ Three sections have a fixed schema so ``sm120lab compare`` can diff runs (see
 - ``compile_matrix``: ``{"probe|toolkit|target": "accepted" | "rejected-arch" | "rejected-ptxas" | ...}``
 - ``bench``: ``{figure id: {"value": float, "unit": str, "spread": relative p90-p10 spread or None,
   "lower_is_better": bool}}``
+
+A fourth, ``answer`` (the notebook's verdict box, written by :mod:`sm120lab.answer`), is a list of
+``{"claim", "value", "status", "why"}`` dicts.
+
+Every file a run writes carries ``"schema_version": SCHEMA_VERSION``. Files without it are version 1
+(the same shapes, written before the version was recorded). :func:`load_json` and the
+``validate_*`` functions check a file against its schema and raise :class:`SchemaError` with one
+line naming the file and the offending key, so ``sm120lab compare`` never meets a shape it cannot read.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from enum import Enum
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +36,139 @@ from .atomic_io import write_json_atomic
 
 RESULTS_ENV = "SM120LAB_RESULTS_DIR"
 VERDICT_ORDER = {"correct": 0, "degraded": 1, "garbage": 2}
+SCHEMA_VERSION = 2
+SCHEMA_KEY = "schema_version"
+SECTIONS = ("verdicts", "compile_matrix", "bench")
+ANSWER_KEYS = ("claim", "value", "status", "why")
+
+
+class NotebookStatus(str, Enum):
+    """What became of one notebook in a run (``summary.json``)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    NOT_RUN = "not run"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class SchemaError(ValueError):
+    """A run-folder file whose shape is not the schema's; the message is one line naming the file."""
+
+
+def load_json(path: Path) -> Any:
+    """Parse ``path`` as JSON; :class:`SchemaError` naming the file for unreadable or non-JSON content."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path}: not a UTF-8 text file (expected JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _fail(path: Path | str, what: str) -> SchemaError:
+    return SchemaError(f"{path}: {what}")
+
+
+def _type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def schema_version(obj: dict[str, Any], path: Path | str) -> int:
+    """The file's schema version (1 when absent); error if it is not an int or newer than this package."""
+    version = obj.get(SCHEMA_KEY, 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise _fail(path, f"{SCHEMA_KEY} must be a positive integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise _fail(path, f"{SCHEMA_KEY} {version} is newer than this sm120lab reads ({SCHEMA_VERSION}); "
+                          "upgrade sm120lab")
+    return version
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def validate_summary(obj: Any, path: Path | str) -> dict[str, Any]:
+    """Check a ``summary.json``: a mapping whose ``notebooks`` is a list of ``{"name", "status", ...}``."""
+    if not isinstance(obj, dict):
+        raise _fail(path, f"expected a JSON object, got {_type(obj)}")
+    schema_version(obj, path)
+    books = obj.get("notebooks")
+    if not isinstance(books, list):
+        raise _fail(path, f"'notebooks' must be a list, got {_type(books)}")
+    statuses = {s.value for s in NotebookStatus}
+    for i, nb in enumerate(books):
+        if not isinstance(nb, dict):
+            raise _fail(path, f"notebooks[{i}] must be an object, got {_type(nb)}")
+        if not isinstance(nb.get("name"), str) or not nb["name"]:
+            raise _fail(path, f"notebooks[{i}].name must be a non-empty string, got {nb.get('name')!r}")
+        if nb.get("status") not in statuses:
+            raise _fail(path, f"notebooks[{i}].status must be one of {sorted(statuses)}, got {nb.get('status')!r}")
+    names = [nb["name"] for nb in books]
+    if len(set(names)) != len(names):
+        raise _fail(path, "a notebook is listed twice in 'notebooks'")
+    started = obj.get("started_utc")
+    if started is not None and not isinstance(started, str):
+        raise _fail(path, f"'started_utc' must be a string, got {_type(started)}")
+    return obj
+
+
+def validate_environment(obj: Any, path: Path | str) -> dict[str, Any]:
+    """Check an ``environment.json`` (:func:`sm120lab.envinfo.collect`): the parts compare reads."""
+    if not isinstance(obj, dict):
+        raise _fail(path, f"expected a JSON object, got {_type(obj)}")
+    for key in ("gpu", "packages", "env"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            raise _fail(path, f"'{key}' must be an object, got {_type(obj[key])}")
+    nvcc = obj.get("nvcc")
+    if nvcc is not None and not (isinstance(nvcc, list) and all(isinstance(n, dict) for n in nvcc)):
+        raise _fail(path, "'nvcc' must be a list of objects")
+    return obj
+
+
+def validate_results(obj: Any, path: Path | str) -> dict[str, Any]:
+    """Check one ``results/NN_name.json``: the schema sections and ``answer`` have their shapes."""
+    if not isinstance(obj, dict):
+        raise _fail(path, f"expected a JSON object, got {_type(obj)}")
+    schema_version(obj, path)
+    for name in ("verdicts", "compile_matrix"):
+        section = obj.get(name)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise _fail(path, f"'{name}' must be an object of id -> string, got {_type(section)}")
+        for key, value in section.items():
+            if not isinstance(value, str):
+                raise _fail(path, f"{name}[{key!r}] must be a string, got {_type(value)}")
+    bench = obj.get("bench")
+    if bench is not None:
+        if not isinstance(bench, dict):
+            raise _fail(path, f"'bench' must be an object of figure id -> figure, got {_type(bench)}")
+        for key, fig in bench.items():
+            where = f"bench[{key!r}]"
+            if not isinstance(fig, dict):
+                raise _fail(path, f"{where} must be an object with 'value', got {_type(fig)}")
+            if not _is_number(fig.get("value")):
+                raise _fail(path, f"{where}.value must be a number, got {fig.get('value')!r}")
+            spread = fig.get("spread")
+            if spread is not None and not (_is_number(spread) and math.isfinite(spread) and spread >= 0):
+                raise _fail(path, f"{where}.spread must be null or a finite number >= 0, got {spread!r}")
+            if not isinstance(fig.get("lower_is_better", True), bool):
+                raise _fail(path, f"{where}.lower_is_better must be true or false")
+            if not isinstance(fig.get("unit", ""), str):
+                raise _fail(path, f"{where}.unit must be a string")
+    answer = obj.get("answer")
+    if answer is not None:
+        if not isinstance(answer, list):
+            raise _fail(path, f"'answer' must be a list of {{claim, value, status, why}}, got {_type(answer)}")
+        for i, item in enumerate(answer):
+            if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("claim", "status")):
+                raise _fail(path, f"answer[{i}] must be an object with string 'claim' and 'status'")
+    return obj
 
 
 def results_dir() -> Path | None:
@@ -51,8 +194,11 @@ def record(notebook: str, payload: dict[str, Any]) -> dict[str, Any]:
             merged = json.loads(path.read_text())
         except json.JSONDecodeError:
             merged = {}
+    if not isinstance(merged, dict):
+        merged = {}
+    merged[SCHEMA_KEY] = SCHEMA_VERSION
     for key, value in payload.items():
-        if key in ("verdicts", "compile_matrix", "bench") and isinstance(value, dict):
+        if key in SECTIONS and isinstance(value, dict):
             if not isinstance(merged.get(key), dict):
                 merged[key] = {}
             merged[key].update(value)

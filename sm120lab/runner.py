@@ -3,13 +3,20 @@
 Layout of a run folder ``runs/<UTC timestamp>-<host>-<gpu tag>/``::
 
     environment.json          envinfo.collect() at the start of the run
-    summary.json              per notebook: status (ok | failed | not run), wall time, error line
+    summary.json              schema version, command line, per notebook: status (ok | failed |
+                              not run), wall time, error line
     NN_name.ipynb / .html     each executed notebook and its HTML render
     results/NN_name.json      machine-readable results the notebook recorded (sm120lab.results)
+    report.html               one self-contained page: summary, environment, every verdict box,
+                              every notebook with its figures inline (sm120lab.report)
 
 ``summary.json`` is rewritten atomically after every notebook, so an interrupted run keeps the
 finished notebooks' results and marks the rest ``not run``. One notebook failing does not stop
 the others; the exit status is non-zero if any failed.
+
+A folder that already holds files is never written into silently (:class:`RunMode`): ``new``
+refuses it, ``resume`` runs the missing, failed and not-run notebooks into it only when this machine
+and software match its ``environment.json``, and ``overwrite`` replaces an earlier run folder.
 """
 
 from __future__ import annotations
@@ -17,26 +24,64 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from .atomic_io import write_json_atomic, write_text_atomic
 from .envinfo import collect
 from .paths import notebooks_dir
-from .results import RESULTS_ENV
+from .results import (
+    RESULTS_ENV,
+    SCHEMA_KEY,
+    SCHEMA_VERSION,
+    NotebookStatus,
+    SchemaError,
+    load_json,
+    validate_environment,
+    validate_summary,
+)
+
+#: executed notebooks are ``NN_name.ipynb``: two digits, an underscore, a name
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+#: what a run writes into its folder; ``--overwrite`` removes only these
+RUN_FILES = ("summary.json", "environment.json", "report.html")
+RUN_DIRS = ("results", "figures")
+RUN_GLOBS = ("[0-9][0-9]_*.ipynb", "[0-9][0-9]_*.html")
+
+
+class RunMode(str, Enum):
+    """What to do when the run folder already holds files."""
+
+    NEW = "new"              # refuse a non-empty folder
+    RESUME = "resume"        # run what is missing, failed or not run; same machine only
+    OVERWRITE = "overwrite"  # replace an earlier run folder's files
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be used as asked; one line saying what to do instead."""
 
 
 @dataclass
 class NotebookResult:
     name: str
-    status: str = "not run"
+    status: NotebookStatus = NotebookStatus.NOT_RUN
     wall_s: float | None = None
     error: str | None = None
     output: str | None = None
     html: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status.value, "wall_s": self.wall_s, "error": self.error,
+                "output": self.output, "html": self.html}
 
 
 @dataclass
@@ -44,16 +89,23 @@ class RunSummary:
     run_dir: Path
     started_utc: str
     notebooks: list[NotebookResult] = field(default_factory=list)
+    command: str | None = None
+    resumed_utc: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        failed = [n.name for n in self.notebooks if n.status == "failed"]
-        return {
+        failed = [n.name for n in self.notebooks if n.status is NotebookStatus.FAILED]
+        out = {
+            SCHEMA_KEY: SCHEMA_VERSION,
             "run_dir": str(self.run_dir),
             "started_utc": self.started_utc,
-            "ok": not failed and all(n.status == "ok" for n in self.notebooks),
+            "command": self.command,
+            "ok": not failed and all(n.status is NotebookStatus.OK for n in self.notebooks),
             "failed": failed,
-            "notebooks": [n.__dict__ for n in self.notebooks],
+            "notebooks": [n.to_json() for n in self.notebooks],
         }
+        if self.resumed_utc:
+            out["resumed_utc"] = list(self.resumed_utc)
+        return out
 
 
 def _slug(text: str) -> str:
@@ -74,9 +126,10 @@ def run_tag(env: dict[str, Any], now: dt.datetime | None = None) -> str:
 
 
 def discover_notebooks(directory: Path | None = None, only: list[str] | None = None) -> list[Path]:
-    """Notebooks in ``directory`` (sorted); ``only`` keeps those whose name starts with or equals an entry."""
+    """Every ``NN_name.ipynb`` in ``directory`` (sorted); ``only`` keeps those whose name starts with
+    or equals an entry."""
     directory = directory or notebooks_dir()
-    books = sorted(p for p in directory.glob("*.ipynb") if not p.name.startswith("."))
+    books = sorted(p for p in directory.glob(NOTEBOOK_GLOB) if p.is_file())
     if only:
         wanted = [o.removesuffix(".ipynb") for o in only]
         chosen = [p for p in books if any(p.stem == w or p.stem.startswith(w) for w in wanted)]
@@ -119,31 +172,143 @@ def _first_error_line(exc: BaseException) -> str:
     return f"{ename}: {evalue[0] if evalue else ''}"[:500]
 
 
+def machine_facts(env: dict[str, Any]) -> dict[str, Any]:
+    """What must match for ``--resume``: host, GPU, driver, CUDA, nvccs, package versions, env vars."""
+    from .compare import environment_facts
+
+    return {"host": env.get("host"), "python": env.get("python"), **environment_facts(env)}
+
+
+def _is_run_folder(run_dir: Path) -> bool:
+    return (run_dir / "summary.json").is_file()
+
+
+def _remove_run_files(run_dir: Path) -> None:
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        if (run_dir / name).is_dir():
+            shutil.rmtree(run_dir / name)
+    for pattern in RUN_GLOBS:
+        for f in run_dir.glob(pattern):
+            f.unlink()
+
+
+def prepare_run_dir(run_dir: Path, mode: RunMode, env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Make ``run_dir`` ready for a run in ``mode``; nothing is changed when it refuses.
+
+    Args:
+        run_dir: the run folder.
+        mode: see :class:`RunMode`.
+        env: this machine's :func:`sm120lab.envinfo.collect` snapshot.
+
+    Returns:
+        ``(environment to record, earlier summary or None)``; on resume, the earlier run's
+        environment and summary.
+
+    Raises:
+        RunFolderError: the folder is not empty (``new``), is not a run folder (``resume`` /
+            ``overwrite``), was made on another machine or software (``resume``), or cannot be written.
+    """
+    mode = RunMode(mode)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir} exists and is not a folder; choose a folder path")
+    busy = run_dir.is_dir() and any(run_dir.iterdir())
+    earlier = None
+    if busy:
+        if mode is RunMode.NEW:
+            what = "an earlier run folder" if _is_run_folder(run_dir) else "a folder with other files"
+            raise RunFolderError(f"{run_dir} is not empty ({what}); pass --resume to run its missing or "
+                                 "failed notebooks, --overwrite to replace that run, or choose a new folder")
+        if not _is_run_folder(run_dir):
+            raise RunFolderError(f"{run_dir} is not empty and is not a run folder (no summary.json); "
+                                 f"--{mode.value} only applies to run folders; choose a new folder")
+        if mode is RunMode.RESUME:
+            try:
+                earlier = validate_summary(load_json(run_dir / "summary.json"), run_dir / "summary.json")
+                env_path = run_dir / "environment.json"
+                old_env = validate_environment(load_json(env_path), env_path) if env_path.exists() else None
+            except SchemaError as exc:
+                raise RunFolderError(f"cannot resume: {exc}") from None
+            if old_env is None:
+                raise RunFolderError(f"cannot resume {run_dir}: no environment.json to match this machine against")
+            old, new = machine_facts(old_env), machine_facts(env)
+            differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            if differ:
+                shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:4])
+                more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+                raise RunFolderError(f"cannot resume {run_dir}: it was made on another machine or software "
+                                     f"({shown}{more}); choose a new folder")
+            env = old_env
+    try:
+        if busy and mode is RunMode.OVERWRITE:
+            _remove_run_files(run_dir)
+        (run_dir / "results").mkdir(parents=True, exist_ok=True)
+        if not os.access(run_dir / "results", os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise RunFolderError(f"cannot write the run folder {run_dir}: {exc.strerror or exc}") from None
+    return env, earlier
+
+
 def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | None = None,
                 kernel_name: str = "python3", progress: bool = True, timeout_s: int = 3600,
-                env: dict[str, Any] | None = None) -> RunSummary:
+                env: dict[str, Any] | None = None, mode: RunMode = RunMode.NEW,
+                command: str | None = None, report: bool = True) -> RunSummary:
     """Execute ``notebooks`` into ``run_dir``; return the summary (also written to summary.json).
 
-    ``env``: the :func:`sm120lab.envinfo.collect` snapshot already taken for the run tag, if any."""
+    Args:
+        notebooks: the ``NN_name.ipynb`` files to run, in order.
+        run_dir: the run folder (see :func:`prepare_run_dir` for what happens when it holds files).
+        params: papermill parameters (global and per-notebook sections, :func:`parameters_for`).
+        kernel_name: Jupyter kernel.
+        progress: show a progress bar.
+        timeout_s: per-cell execution limit.
+        env: the :func:`sm120lab.envinfo.collect` snapshot already taken for the run tag, if any.
+        mode: :class:`RunMode` for a folder that is not empty.
+        command: the command line to record (:func:`sm120lab.cmdline.command_line`).
+        report: also write ``report.html`` (:mod:`sm120lab.report`).
+
+    Returns:
+        The :class:`RunSummary`.
+
+    Raises:
+        RunFolderError: the folder is refused; nothing in it was changed.
+    """
     import papermill
 
     params = params or {}
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "results").mkdir(exist_ok=True)
-    env = env or collect()
-    write_json_atomic(run_dir / "environment.json", env)
-    summary = RunSummary(run_dir=run_dir, started_utc=env["timestamp_utc"],
-                         notebooks=[NotebookResult(name=p.stem) for p in notebooks])
+    env, earlier = prepare_run_dir(run_dir, mode, env or collect())
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    if earlier is None:
+        write_json_atomic(run_dir / "environment.json", env)
+        summary = RunSummary(run_dir=run_dir, started_utc=env["timestamp_utc"], command=command,
+                             notebooks=[NotebookResult(name=p.stem) for p in notebooks])
+        todo = list(zip(notebooks, summary.notebooks))
+    else:
+        kept = {nb["name"]: NotebookResult(name=nb["name"], status=NotebookStatus(nb["status"]),
+                                           wall_s=nb.get("wall_s"), error=nb.get("error"),
+                                           output=nb.get("output"), html=nb.get("html"))
+                for nb in earlier["notebooks"]}
+        for p in notebooks:
+            kept.setdefault(p.stem, NotebookResult(name=p.stem))
+        summary = RunSummary(run_dir=run_dir, started_utc=earlier.get("started_utc") or now,
+                             command=earlier.get("command"), resumed_utc=[*earlier.get("resumed_utc", []), now],
+                             notebooks=[kept[k] for k in sorted(kept)])
+        todo = [(p, kept[p.stem]) for p in notebooks if kept[p.stem].status is not NotebookStatus.OK]
+        for p, res in todo:  # a failed attempt's partial results are replaced, never merged into
+            (run_dir / "results" / f"{p.stem}.json").unlink(missing_ok=True)
+            res.status, res.error, res.wall_s = NotebookStatus.NOT_RUN, None, None
     write_json_atomic(run_dir / "summary.json", summary.to_json())
 
     old = os.environ.get(RESULTS_ENV)
     os.environ[RESULTS_ENV] = str((run_dir / "results").resolve())
-    iterator = list(zip(notebooks, summary.notebooks))
+    iterator: Any = todo
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(iterator, desc="notebooks", unit="nb")
+        bar = tqdm(todo, desc="notebooks", unit="nb")
         iterator = bar
     try:
         for nb_path, res in iterator:
@@ -155,9 +320,9 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
                 nb_params = parameters_for(nb_path, params)
                 papermill.execute_notebook(str(nb_path), str(out), parameters=nb_params, cwd=str(nb_path.parent),
                                            kernel_name=kernel_name, progress_bar=False, execution_timeout=timeout_s)
-                res.status = "ok"
+                res.status = NotebookStatus.OK
             except Exception as exc:  # one notebook failing must not stop the others
-                res.status = "failed"
+                res.status = NotebookStatus.FAILED
                 res.error = _first_error_line(exc)
             res.wall_s = round(time.perf_counter() - t0, 2)
             if out.exists():
@@ -173,6 +338,13 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
         else:
             os.environ[RESULTS_ENV] = old
         write_json_atomic(run_dir / "summary.json", summary.to_json())
+    if report:
+        try:
+            from .report import write_report
+
+            write_report(run_dir)
+        except Exception as exc:  # the report must not turn a good run into a failure
+            print(f"report.html not written: {_first_error_line(exc)}", file=sys.stderr)
     return summary
 
 

@@ -43,7 +43,7 @@ def test_run_isolates_failures_and_writes_summary(books, tmp_path, capsys):
     assert summary["failed"] == ["02_fails"]
     assert "planted failure" in summary["notebooks"][1]["error"]
     assert (out / "01_ok.html").exists() and (out / "03_after.html").exists()
-    assert json.loads((out / "results" / "01_ok.json").read_text()) == {"value": 42}
+    assert json.loads((out / "results" / "01_ok.json").read_text()) == {"schema_version": 2, "value": 42}
     env = json.loads((out / "environment.json").read_text())
     assert "packages" in env and "gpu" in env
     assert "failed: 02_fails" in capsys.readouterr().out
@@ -55,7 +55,7 @@ def test_only_and_params_file_sections(books, tmp_path):
     out = tmp_path / "run2"
     assert main(["run", "--notebooks-dir", str(books), "--out", str(out), "--only", "01", "03",
                  "--params", str(params), "--no-progress"]) == 0
-    assert json.loads((out / "results" / "01_ok.json").read_text()) == {"value": 10}
+    assert json.loads((out / "results" / "01_ok.json").read_text()) == {"schema_version": 2, "value": 10}
     assert not (out / "02_fails.ipynb").exists()
 
 

@@ -1,9 +1,13 @@
-"""``sm120lab run``: every notebook through papermill into a run folder (see sm120lab.runner)."""
+"""``sm120lab run``: every notebook through papermill into a run folder (see sm120lab.runner).
+
+A folder given with ``--out`` that already holds files is refused unless ``--resume`` (run its
+missing, failed or not-run notebooks; same machine and software only) or ``--overwrite`` (replace
+that earlier run) is given.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -17,16 +21,21 @@ def _parse_value(text: str):
 
 
 def load_params(pairs: list[list[str]] | None, params_file: str | None) -> dict:
-    import yaml
+    """Parameters from ``--params FILE.yaml`` then ``-p NAME VALUE``; ``SystemExit`` with one line on bad input."""
+    from ..run_matrix import read_yaml
 
     params: dict = {}
     if params_file:
         path = Path(params_file)
-        if not path.is_file():
-            raise SystemExit(f"--params: file not found: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise SystemExit(f"--params: {path} must hold a mapping of parameter names (or notebook sections)")
+        try:
+            loaded = read_yaml(path, "--params")
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
+            raise SystemExit(f"--params: expected a YAML mapping of parameter names (or notebook sections) "
+                             f"in {path}, got {type(loaded).__name__}")
         params.update(loaded)
     for name, value in pairs or []:
         params[name] = _parse_value(value)
@@ -46,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run the notebooks once per combination of settings (see sm120lab.run_matrix); "
                         "--out is then the base folder (default runs/)")
     p.add_argument("--notebooks-dir", type=Path, help="where the notebooks are (default: the checkout's notebooks/)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true",
+                      help="--out is an earlier run folder: run its missing, failed or not-run notebooks into it "
+                           "(refused unless this machine and software match its environment.json)")
+    mode.add_argument("--overwrite", action="store_true",
+                      help="--out is an earlier run folder: replace its notebooks, results and summary")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=main)
 
@@ -54,8 +69,9 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from ..cmdline import command_line
     from ..envinfo import collect
-    from ..runner import default_run_dir, discover_notebooks, execute_all
+    from ..runner import RunFolderError, RunMode, default_run_dir, discover_notebooks, execute_all
 
     console = Console(stderr=False)
     try:
@@ -67,20 +83,30 @@ def main(args: argparse.Namespace) -> int:
         console.print("[red]no notebooks found[/red]")
         return 2
     params = load_params(args.parameter, args.params)
+    mode = RunMode.RESUME if args.resume else RunMode.OVERWRITE if args.overwrite else RunMode.NEW
+    command = command_line("sm120lab", args.argv) if getattr(args, "argv", None) is not None else command_line()
     if args.matrix:
-        return _main_matrix(args, notebooks, params, console)
+        if mode is not RunMode.NEW:
+            raise SystemExit("--resume/--overwrite: not available with --matrix (each combination gets a new folder)")
+        return _main_matrix(args, notebooks, params, console, command)
     env = collect()
     run_dir = args.out or default_run_dir(env=env)
     console.print(f"run folder: {run_dir}")
-    summary = execute_all(notebooks, run_dir, params, progress=not args.no_progress, env=env)
+    try:
+        summary = execute_all(notebooks, run_dir, params, progress=not args.no_progress, env=env, mode=mode,
+                              command=command)
+    except RunFolderError as exc:
+        raise SystemExit(f"--out: {exc}") from None
     table = Table(title=f"sm120lab run -> {run_dir}")
     for col in ("notebook", "status", "wall s", "error"):
         table.add_column(col)
     for n in summary.notebooks:
-        style = {"ok": "green", "failed": "red"}.get(n.status, "yellow")
+        style = {"ok": "green", "failed": "red"}.get(n.status.value, "yellow")
         table.add_row(n.name, f"[{style}]{n.status}[/{style}]", f"{n.wall_s or 0:.1f}", n.error or "")
     console.print(table)
-    failed = [n.name for n in summary.notebooks if n.status != "ok"]
+    if (run_dir / "report.html").exists():
+        console.print(f"report: {run_dir / 'report.html'}")
+    failed = [n.name for n in summary.notebooks if n.status.value != "ok"]
     if failed:
         console.print(f"[red]failed: {', '.join(failed)}[/red]")
         return 1
@@ -88,19 +114,22 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _main_matrix(args, notebooks, params, console) -> int:
+def _main_matrix(args, notebooks, params, console, command: str) -> int:
     from ..run_matrix import execute_matrix, load_matrix
+    from ..runner import RunFolderError
 
     try:
         combos = load_matrix(args.matrix)
     except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        return 2
+        raise SystemExit(str(exc)) from None
     base = args.out or Path("runs")
-    summaries = execute_matrix(notebooks, base, combos, params, progress=not args.no_progress)
+    try:
+        summaries = execute_matrix(notebooks, base, combos, params, progress=not args.no_progress, command=command)
+    except RunFolderError as exc:
+        raise SystemExit(f"--out: {exc}") from None
     bad = 0
     for combo, s in zip(combos, summaries):
-        failed = [n.name for n in s.notebooks if n.status != "ok"]
+        failed = [n.name for n in s.notebooks if n.status.value != "ok"]
         bad += bool(failed)
         console.print(f"{combo.label}: {s.run_dir} " + (f"[red]failed: {', '.join(failed)}[/red]" if failed else "[green]ok[/green]"))
     console.print(f"index: {base / 'matrix.json'}; compare with: sm120lab compare " + " ".join(str(s.run_dir) for s in summaries))

@@ -1,0 +1,31 @@
+"""``sm120lab report RUN [--out FILE]``: (re)write a run folder's self-contained report.html
+(see sm120lab.report): summary, environment, every notebook's verdict box, every notebook with its
+figures inline."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a run folder's self-contained report.html", description=__doc__)
+    p.add_argument("run", type=Path, help="a run folder (made by `sm120lab run`, or archived under data/runs/)")
+    p.add_argument("--out", type=Path, help="where to write the page (default RUN/report.html)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..report import write_report
+    from ..results import SchemaError
+
+    if args.out is not None and args.out.is_dir():
+        raise SystemExit(f"--out: expected a file path, got the folder {args.out}")
+    try:
+        path = write_report(args.run, args.out)
+    except (FileNotFoundError, SchemaError) as exc:
+        raise SystemExit(f"RUN: {exc}") from None
+    except OSError as exc:
+        raise SystemExit(f"--out: cannot write {args.out or args.run / 'report.html'}: {exc.strerror or exc}") from None
+    print(f"report: {path}")
+    return 0
