@@ -6,7 +6,7 @@ compared by ``relative_error(x, fake_quant(x)) = ||x - x_hat||_F / ||x||_F`` on 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -83,7 +83,7 @@ def error_table(kinds: list[str], shape: tuple[int, int], seed: int) -> list[dic
     rows = []
     for kind in kinds:
         x = sample_distribution(kind, shape, g)
-        for name, (fq, bits) in FORMATS.items():
+        for name, (fake_quant, bits) in FORMATS.items():
             rows.append({"distribution": kind, "format": name, "bits_per_element": bits,
-                         "relative_error": relative_error(x, fq(x))})
+                         "relative_error": relative_error(x, fake_quant(x))})
     return rows

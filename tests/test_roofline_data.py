@@ -4,12 +4,11 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from sm120lab.paths import data_dir
 from sm120lab.roofline import PRESETS, apply_bench_ceilings, get_gpu, load_gpus, load_hardware_table
 from sm120lab.roofline.measured import bench_files, moe_layer_table
-from sm120lab.roofline.paths import data_dir
 from sm120lab.roofline.published import load_published
 
 VALUE_SOURCE = [("compute_capability", "compute_capability_source"), ("mem_bw_GBps", "mem_bw_source"),
@@ -29,12 +28,20 @@ def test_hardware_rows_and_sources():
             if isinstance(row[value], float) and not math.isnan(row[value]) and row[source].startswith("UNSOURCED"):
                 assert "derived" in row[source]
         assert isinstance(row["measured_source"], str)
-    # datasheet and measured values live in separate columns; only the H200 has a measurement
-    measured = df[df["measured_copy_GBps"].notna()]
-    assert list(measured["gpu"]) == ["h200"]
+    # datasheet and measured values live apart: the CSV types in no measurement, the recorded
+    # bench run is the only source of one (one copy-bandwidth number everywhere)
+    assert df["measured_copy_GBps"].isna().all() and df["measured_bf16_TFLOPs"].isna().all()
+    for text in map(str, df.to_numpy().ravel()):
+        assert not any(bad in text for bad in ("landscape.md", "../shared", "/work/", "/tmp/", "KINDS.md")), text
+    newest = bench_files()[-1]
+    ceilings = json.loads(newest.read_text())["ceilings"]
     h200 = get_gpu("h200")
+    assert h200.measured_copy_GBps == ceilings["copy_GBps"] and h200.measured_bf16_TFLOPs == ceilings["bf16_TFLOPs"]
+    assert h200.measured_source == f"data/bench/{newest.name} ceilings"
     assert h200.measured_copy_GBps < h200.mem_bw_GBps            # copy never beats the datasheet
     assert h200.measured_bf16_TFLOPs < h200.bf16_TFLOPs
+    assert load_gpus(measurements=False)["h200"].measured_copy_GBps is None
+    assert all(g.measured_copy_GBps is None for name, g in load_gpus().items() if name != "h200")
     sm12x = df[df["compute_capability"].str.startswith("12")]
     assert set(sm12x["smem_per_block_bytes"]) == {101376}
 
@@ -127,5 +134,21 @@ def test_cli_prints_the_library_ceiling(capsys):
     ce = ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), precision_plan("linear-quantized", "nvfp4"),
                  tp=2, pp=2, batch=B, context=2048)
     assert f"{ce.per_user_tok_s:.1f}" in out and f"{ce.aggregate_tok_s:.1f}" in out
-    assert main(["roofline", "--gpu", "a100"]) == 2
-    assert "unknown gpu" in capsys.readouterr().out
+    assert "1792 GB/s, datasheet;" in out and f"{ce.memory_per_gpu_GB:.2f}" in out
+    with pytest.raises(SystemExit, match=r"^--gpu: unknown gpu 'a100'"):
+        main(["roofline", "--gpu", "a100"])
+    with pytest.raises(SystemExit, match=r"^--batch: expected positive ints"):
+        main(["roofline", "--batch", "0"])
+
+
+def test_cli_says_when_measured_bandwidth_is_the_datasheet_and_when_nothing_fits(capsys):
+    """Issue 12: 'fits True' for ~10 TB per GPU on a 96 GB card; datasheet bandwidth labelled 'measured'."""
+    from sm120lab.cli import main
+
+    assert main(["roofline", "--gpu", "rtx-pro-6000", "--tp", "2", "--pp", "2", "--batch", "1", "256",
+                 "--context", "1000000", "--bandwidth", "measured"]) == 0
+    out = capsys.readouterr().out
+    assert "1792 GB/s, datasheet (no measurement)" in out
+    lines = [line.split() for line in out.splitlines() if line.split() and line.split()[0] in ("1", "256")]
+    assert [row[-1] for row in lines] == ["yes", "NO"]
+    assert float(lines[1][-2]) > 96 and "exceed 96 GB per GPU" in out

@@ -7,9 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sm120lab.roofline.routing import (expected_distinct, expected_distinct_from_inclusion,
-                                       expected_distinct_uniform, simulate_distinct_experts,
-                                       zipf_inclusion_probabilities, zipf_weights)
+from sm120lab.roofline.routing import (
+    expected_distinct,
+    expected_distinct_from_inclusion,
+    expected_distinct_uniform,
+    simulate_distinct_experts,
+    zipf_inclusion_probabilities,
+    zipf_weights,
+)
 
 
 def _enumerate_uniform(E, k, B):

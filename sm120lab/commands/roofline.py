@@ -1,6 +1,10 @@
 """``sm120lab roofline``: decode ceiling tok/s of a model on TP x PP GPUs (see sm120lab.roofline).
 
     sm120lab roofline --model qwen3.5-397b-a17b --gpu rtx-pro-6000 --tp 2 --pp 2 --batch 1 4 16
+
+``fits`` compares weights + KV cache + linear-attention state + activations per GPU with the
+GPU's memory. ``--bandwidth measured`` uses our own copy measurement where one exists and says
+"datasheet (no measurement)" where it does not.
 """
 
 from __future__ import annotations
@@ -19,27 +23,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context", type=int, default=2048, help="past tokens per sequence")
     p.add_argument("--format", default="nvfp4", help="expert weight format: nvfp4 | mxfp4 | fp8 | bf16")
     p.add_argument("--plan", default="linear-quantized", help="precision plan: linear-quantized | experts-only")
-    p.add_argument("--routing", default="uniform", help="uniform | zipf")
-    p.add_argument("--bandwidth", default="datasheet", help="datasheet | measured")
+    p.add_argument("--routing", default="uniform", choices=["uniform", "zipf"])
+    p.add_argument("--bandwidth", default="datasheet", choices=["datasheet", "measured"])
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from ..roofline import ceiling, get_gpu, get_model, precision_plan
 
-    try:
-        model = get_model(args.model)
-        gpu = get_gpu(args.gpu)
-        plan = precision_plan(args.plan, args.format)
-        rows = [ceiling(model, gpu, plan, tp=args.tp, pp=args.pp, batch=b, context=args.context,
-                        routing=args.routing, bandwidth=args.bandwidth) for b in args.batch]
-    except ValueError as exc:
-        print(f"error: {exc}")
-        return 2
+    def arg(name, call):
+        try:
+            return call()
+        except ValueError as exc:
+            raise SystemExit(f"--{name}: {exc}") from None
+
+    model = arg("model", lambda: get_model(args.model))
+    gpu = arg("gpu", lambda: get_gpu(args.gpu))
+    arg("plan", lambda: precision_plan(args.plan, "nvfp4"))
+    plan = arg("format", lambda: precision_plan(args.plan, args.format))
+    for name in ("tp", "pp", "context"):
+        if getattr(args, name) < (0 if name == "context" else 1):
+            raise SystemExit(f"--{name}: expected {'>= 0' if name == 'context' else 'a positive int'}, "
+                             f"got {getattr(args, name)}")
+    if any(b < 1 for b in args.batch):
+        raise SystemExit(f"--batch: expected positive ints, got {args.batch}")
+    rows = [arg("tp/--pp", lambda b=b: ceiling(model, gpu, plan, tp=args.tp, pp=args.pp, batch=b,
+                                               context=args.context, routing=args.routing,
+                                               bandwidth=args.bandwidth)) for b in args.batch]
+    first = rows[0]
     print(f"{model.name} on {args.tp * args.pp}x {gpu.gpu} (TP{args.tp} PP{args.pp}), {args.format} "
-          f"'{args.plan}', context {args.context}, {args.routing} routing, {args.bandwidth} bandwidth")
-    print(f"{'B':>5} {'per-user tok/s':>15} {'aggregate tok/s':>16} {'bound':>8} {'GB/GPU/step':>12} {'fits':>5}")
+          f"'{args.plan}', context {args.context}, {args.routing} routing")
+    print(f"memory bandwidth: {first.bandwidth_GBps:g} GB/s, {first.bandwidth_source}; memory: {gpu.mem_GB:g} GB per GPU")
+    print(f"{'B':>5} {'per-user tok/s':>15} {'aggregate tok/s':>16} {'bound':>8} {'GB/GPU/step':>12} "
+          f"{'GB/GPU held':>12} {'fits':>5}")
     for c in rows:
         print(f"{c.batch:>5g} {c.per_user_tok_s:>15.1f} {c.aggregate_tok_s:>16.1f} {c.bound:>8} "
-              f"{c.bytes_per_gpu / 1e9:>12.2f} {str(c.fits):>5}")
+              f"{c.bytes_per_gpu / 1e9:>12.2f} {c.memory_per_gpu_GB:>12.2f} {'yes' if c.fits else 'NO':>5}")
+    if not all(c.fits for c in rows):
+        print(f"NO: weights + KV cache + linear state + activations exceed {gpu.mem_GB:g} GB per GPU "
+              "(lower --batch or --context, or add GPUs)")
     return 0

@@ -17,8 +17,14 @@ from .decode import PRECISION_PLANS, Precision, StepCost, precision_plan, step_c
 from .formats import BITS_PER_PARAM, bytes_per_param
 from .hardware import GPUSpec, apply_bench_ceilings, get_gpu, load_gpus, load_hardware_table
 from .models import PRESETS, ModelConfig, get_model
-from .routing import (expected_distinct, expected_distinct_from_inclusion, expected_distinct_uniform,
-                      simulate_distinct_experts, zipf_inclusion_probabilities, zipf_weights)
+from .routing import (
+                      expected_distinct,
+                      expected_distinct_from_inclusion,
+                      expected_distinct_uniform,
+                      simulate_distinct_experts,
+                      zipf_inclusion_probabilities,
+                      zipf_weights,
+)
 
 __all__ = [
     "BITS_PER_PARAM", "Ceiling", "GPUSpec", "ModelConfig", "PRECISION_PLANS", "PRESETS", "Precision",

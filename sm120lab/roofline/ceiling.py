@@ -24,6 +24,18 @@ B=1 on PP stages: period = sum_i t_i (no speed-up from PP, bubble (PP-1)/PP).
 The ceiling is the larger of the memory-time and compute-time floors per stage, plus the
 link time (collectives sit on the decode critical path). ``collective_latency_us`` adds a
 fixed cost per collective/hop (default 0: the physical floor only).
+
+Does it fit? Resident bytes per GPU, all B sequences at ``context`` past tokens:
+
+    weights      all weights at their formats / (TP * PP)
+    kv_cache     B * KV bytes * kv_share / PP           (kv_share as above)
+    linear_state B * n_lin * (state + conv state) / (TP * PP)
+    activations  B * (2*H*2 + k*2I*2/TP + V*4/TP)       (residual + normed hidden in bf16, the
+                                                         gate/up output of the k experts, fp32 logits)
+    fits  <=>  weights + kv_cache + linear_state + activations <= memory of the GPU
+
+A lower bound on what a server needs: framework buffers, CUDA graphs, the allocator's slack and
+the prefill working set come on top.
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ from .decode import WEIGHT_COMPONENTS, Precision, StepCost, step_cost
 from .formats import compute_rate_key
 from .hardware import GPUSpec
 from .models import ModelConfig
+
+GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -54,9 +68,15 @@ class Ceiling:
     bubble: float
     bound: str                 # 'memory' | 'compute'
     bytes_per_gpu: float       # bottleneck stage, per micro-batch step
-    weights_per_gpu_GB: float  # resident weights (all experts), for the fit check
-    fits: bool
+    weights_per_gpu_GB: float  # resident weights (all experts)
+    fits: bool                 # memory_per_gpu_GB <= the GPU's memory
     distinct_experts: float
+    bandwidth_GBps: float = 0.0           # the memory bandwidth used
+    bandwidth_source: str = "datasheet"   # 'datasheet' | 'measured' | 'datasheet (no measurement)'
+    kv_cache_per_gpu_GB: float = 0.0      # all B sequences' KV cache on one GPU
+    linear_state_per_gpu_GB: float = 0.0  # all B sequences' linear-attention state on one GPU
+    activations_per_gpu_GB: float = 0.0   # decode working set (see module docstring)
+    memory_per_gpu_GB: float = 0.0        # weights + KV cache + linear state + activations
 
 
 def _check_parallel(tp: int, pp: int, model: ModelConfig) -> None:
@@ -80,10 +100,34 @@ def resident_weight_bytes(model: ModelConfig, precision: Precision) -> float:
             + 2 * model.lm_head_params * bp(precision.lm_head))
 
 
+def _kv_share(model: ModelConfig, tp: int) -> float:
+    """Fraction of the KV heads one TP rank holds: max(n_kv/TP, 1) / n_kv (heads replicate past n_kv)."""
+    return max(model.n_kv_heads / tp, 1.0) / model.n_kv_heads if model.n_kv_heads else 0.0
+
+
+def resident_bytes_per_gpu(model: ModelConfig, precision: Precision, *, tp: int = 1, pp: int = 1,
+                           batch: float = 1, context: int = 2048) -> dict[str, float]:
+    """Bytes one GPU holds for ``batch`` sequences: weights, KV cache, linear state, activations.
+
+    Formulas in the module docstring. The KV cache and the linear-attention state are what one
+    decode step reads (:func:`~sm120lab.roofline.decode.step_cost`), the state counted once
+    (a step reads and writes it, so the step cost counts it twice).
+    """
+    _check_parallel(tp, pp, model)
+    full = step_cost(model, precision, batch, context, distinct=0.0)
+    B = float(batch)
+    activations = B * (2 * model.hidden * 2.0 + model.top_k * 2 * model.moe_intermediate * 2.0 / tp
+                       + model.vocab * 4.0 / tp)
+    return {"weights": resident_weight_bytes(model, precision) / (tp * pp),
+            "kv_cache": full.bytes["kv_cache"] * _kv_share(model, tp) / pp,
+            "linear_state": full.bytes["linear_state"] / 2.0 / (tp * pp),
+            "activations": activations}
+
+
 def _per_gpu_layer_bytes(cost: StepCost, model: ModelConfig, tp: int) -> float:
     """Bytes of all decoder layers (no lm_head/embedding) on one TP rank."""
     b = cost.bytes
-    kv_share = max(model.n_kv_heads / tp, 1.0) / model.n_kv_heads if model.n_kv_heads else 0.0
+    kv_share = _kv_share(model, tp)
     sharded = (b["routed_experts"] + b["shared_expert"] + b["attention"] + b["linear_attention"]
                + b["linear_state"]) / tp
     return sharded + b["router"] + b["kv_cache"] * kv_share
@@ -92,7 +136,7 @@ def _per_gpu_layer_bytes(cost: StepCost, model: ModelConfig, tp: int) -> float:
 def _per_gpu_layer_compute_s(cost: StepCost, model: ModelConfig, tp: int, gpu: GPUSpec,
                              precision: Precision, which: str) -> float:
     f = cost.flops
-    kv_share = max(model.n_kv_heads / tp, 1.0) / model.n_kv_heads if model.n_kv_heads else 0.0
+    kv_share = _kv_share(model, tp)
     expert_rate = gpu.rate_TFLOPs(compute_rate_key(precision.activation), which) * 1e12
     bf16_rate = gpu.rate_TFLOPs("bf16", which) * 1e12
     other = (f["attention"] + f["linear_attention"] + f["linear_state"]) / tp + f["router"] \
@@ -104,14 +148,24 @@ def ceiling(model: ModelConfig, gpu: GPUSpec, precision: Precision, *, tp: int =
             batch: float = 1, context: int = 2048, routing: str = "uniform", zipf_s: float = 1.0,
             bandwidth: str = "datasheet", interconnect: str = "auto",
             collective_latency_us: float = 0.0) -> Ceiling:
-    """Ceiling tok/s for ``batch`` concurrent sequences on TP x PP copies of ``gpu``."""
+    """Ceiling tok/s for ``batch`` concurrent sequences on TP x PP copies of ``gpu``.
+
+    Args:
+        bandwidth: 'datasheet', or 'measured' (our copy measurement; a GPU without one uses its
+            datasheet value and the result says so in ``bandwidth_source``).
+
+    Returns:
+        :class:`Ceiling`; ``fits`` compares weights + KV cache + linear state + activations per
+        GPU (``memory_per_gpu_GB``) with the GPU's memory.
+    """
     _check_parallel(tp, pp, model)
     if batch <= 0:
         raise ValueError(f"batch must be > 0, got {batch}")
     m_micro = int(min(batch, pp)) if batch >= 1 else 1
     b = batch / m_micro
     cost = step_cost(model, precision, b, context, routing=routing, zipf_s=zipf_s)
-    bw = gpu.bandwidth_GBps(bandwidth) * 1e9
+    bw_GBps, bw_source = gpu.bandwidth_with_source(bandwidth)
+    bw = bw_GBps * 1e9
     n_gpus = tp * pp
     link = gpu.link_GBps(interconnect) if n_gpus > 1 else None
     if n_gpus > 1 and not link:
@@ -142,15 +196,18 @@ def ceiling(model: ModelConfig, gpu: GPUSpec, precision: Precision, *, tp: int =
     period = max(m_micro * max(stages), sum(stages))
     worst = max(range(pp), key=lambda i: stages[i])
     by, t_mem, t_cmp, link_t = parts[worst]
-    weights_gpu = resident_weight_bytes(model, precision) / n_gpus
+    resident = resident_bytes_per_gpu(model, precision, tp=tp, pp=pp, batch=batch, context=context)
+    memory = sum(resident.values())
     return Ceiling(
         gpu=gpu.gpu, tp=tp, pp=pp, batch=batch, context=context, micro_batches=m_micro,
         stage_times_s=tuple(stages), mem_time_s=t_mem, compute_time_s=t_cmp, link_time_s=link_t,
         period_s=period, per_user_tok_s=1.0 / period, aggregate_tok_s=batch / period,
         bubble=1.0 - m_micro * (sum(stages) / pp) / period,
         bound="memory" if t_mem >= t_cmp else "compute", bytes_per_gpu=by,
-        weights_per_gpu_GB=weights_gpu / 1e9, fits=weights_gpu <= gpu.mem_GB * 1e9,
-        distinct_experts=cost.distinct_experts)
+        weights_per_gpu_GB=resident["weights"] / GB, fits=memory <= gpu.mem_GB * GB,
+        distinct_experts=cost.distinct_experts, bandwidth_GBps=bw_GBps, bandwidth_source=bw_source,
+        kv_cache_per_gpu_GB=resident["kv_cache"] / GB, linear_state_per_gpu_GB=resident["linear_state"] / GB,
+        activations_per_gpu_GB=resident["activations"] / GB, memory_per_gpu_GB=memory / GB)
 
 
 def moe_layer_floor_us(model: ModelConfig, tokens: float, bandwidth_GBps: float, *,
@@ -175,5 +232,5 @@ def tok_s_from_moe_layer_us(us_per_layer: float, tokens: float, n_layers: int) -
     return 1.0 / step_s, tokens / step_s
 
 
-__all__ = ["Ceiling", "ceiling", "resident_weight_bytes", "moe_layer_floor_us",
+__all__ = ["Ceiling", "ceiling", "resident_bytes_per_gpu", "resident_weight_bytes", "moe_layer_floor_us",
            "tok_s_from_moe_layer_us", "WEIGHT_COMPONENTS"]

@@ -1,8 +1,9 @@
 """GPU specifications from ``data/hardware.csv`` (one row per GPU, every value with its source).
 
-Datasheet columns and measured columns are kept apart: ``measured_copy_GBps`` /
-``measured_bf16_TFLOPs`` are our own runs (H200 only), and :func:`apply_bench_ceilings`
-replaces them with the ``ceilings`` of ``data/bench/moe_*.json`` files when those exist.
+Datasheet columns and measured columns are kept apart. Measured values come only from recorded
+runs: :func:`load_gpus` fills ``measured_copy_GBps`` / ``measured_bf16_TFLOPs`` from the
+``ceilings`` of the newest ``data/bench/moe_<gpu>_<date>.json`` of each GPU (today: the H200);
+``data/hardware.csv`` keeps those columns for GPUs measured by other means.
 Values whose source starts with ``UNSOURCED`` are derived, not read from a datasheet.
 """
 
@@ -11,9 +12,25 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
-from .paths import data_dir
+from sm120lab.paths import data_dir
+
+
+class Bandwidth(str, Enum):
+    """Which memory bandwidth a ceiling uses: the datasheet's, or our own copy measurement."""
+
+    datasheet = "datasheet"
+    measured = "measured"
+
+
+def check_bandwidth(which: str) -> Bandwidth:
+    """``which`` as a :class:`Bandwidth`; a one-line ValueError naming the choices otherwise."""
+    try:
+        return Bandwidth(getattr(which, "value", which))
+    except ValueError:
+        raise ValueError(f"bandwidth must be one of {[b.value for b in Bandwidth]}, got {which!r}") from None
 
 REQUIRED = ("gpu", "product", "compute_capability", "mem_bw_GBps", "mem_GB", "bf16_dense_TFLOPs",
             "fp8_dense_TFLOPs", "fp4_dense_TFLOPs", "smem_per_block_bytes", "pcie_GBps_per_dir",
@@ -49,11 +66,17 @@ class GPUSpec:
 
     def bandwidth_GBps(self, which: str = "datasheet") -> float:
         """Memory bandwidth: 'datasheet', or 'measured' (falls back to datasheet if none)."""
-        if which == "datasheet":
-            return self.mem_bw_GBps
-        if which == "measured":
-            return self.measured_copy_GBps or self.mem_bw_GBps
-        raise ValueError(f"bandwidth must be 'datasheet' or 'measured', got {which!r}")
+        return self.bandwidth_with_source(which)[0]
+
+    def bandwidth_with_source(self, which: str = "datasheet") -> tuple[float, str]:
+        """(GB/s, label): label is 'datasheet', 'measured', or 'datasheet (no measurement)' when
+        'measured' was asked for a GPU that has none (the datasheet value is used, and said so)."""
+        which = check_bandwidth(which)
+        if which is Bandwidth.measured:
+            if self.measured_copy_GBps:
+                return float(self.measured_copy_GBps), "measured"
+            return float(self.mem_bw_GBps), "datasheet (no measurement)"
+        return float(self.mem_bw_GBps), "datasheet"
 
     def rate_TFLOPs(self, key: str, which: str = "datasheet") -> float:
         """Dense tensor rate for 'bf16' | 'fp8' | 'fp4'; a missing FP4/FP8 rate falls back to
@@ -92,7 +115,27 @@ def load_hardware_table(path: str | Path | None = None):
     return df
 
 
-def load_gpus(path: str | Path | None = None) -> dict[str, GPUSpec]:
+def load_gpus(path: str | Path | None = None, *, measurements: bool = True) -> dict[str, GPUSpec]:
+    """Every GPU of ``data/hardware.csv``; with ``measurements`` the recorded bench ceilings applied.
+
+    Args:
+        path: a hardware CSV (default ``data/hardware.csv``).
+        measurements: apply :func:`apply_bench_ceilings` for every GPU that has a
+            ``data/bench/moe_<gpu>_<date>.json`` file.
+    """
+    gpus = _load_csv(path)
+    if measurements:
+        from .measured import bench_files
+
+        files = bench_files()
+        for name in gpus:
+            mine = [f for f in files if f.name.startswith(f"moe_{name}_")]
+            if mine:
+                gpus, _ = apply_bench_ceilings(gpus, mine, gpu=name)
+    return gpus
+
+
+def _load_csv(path: str | Path | None) -> dict[str, GPUSpec]:
     df = load_hardware_table(path)
     out: dict[str, GPUSpec] = {}
     for row in df.to_dict("records"):
@@ -122,7 +165,8 @@ def apply_bench_ceilings(gpus: dict[str, GPUSpec], bench_files: list[Path],
                          gpu: str = "h200") -> tuple[dict[str, GPUSpec], str | None]:
     """Replace ``gpu``'s measured ceilings by the newest bench file's ``ceilings`` (if any).
 
-    Returns the new table and the file used (None when no file carries ceilings).
+    Returns the new table and the file used (None when no file carries ceilings). The source
+    names the file as a repository path (``data/bench/...``).
     """
     chosen = None
     for path in sorted(bench_files):
@@ -138,5 +182,5 @@ def apply_bench_ceilings(gpus: dict[str, GPUSpec], bench_files: list[Path],
     new = dict(gpus)
     new[gpu] = replace(gpus[gpu], measured_copy_GBps=float(ceil["copy_GBps"]),
                        measured_bf16_TFLOPs=float(ceil["bf16_TFLOPs"]),
-                       measured_source=f"{Path(path).name} ceilings")
+                       measured_source=f"data/bench/{Path(path).name} ceilings")
     return new, str(path)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .paths import data_dir
+from sm120lab.paths import data_dir
 
 ROW_KEYS = ("T", "contender", "op", "us_median")
 

@@ -146,7 +146,9 @@ _ARCH: dict[str, dict] = {
             "https://apxml.com/models/qwen35-397b-a17b (H=4096, 60 layers, 32 Q / 2 KV heads, head_dim 256, vocab 248320, 512 experts)",
             "https://roboaidigest.com/posts/2026-02-17-qwen3-5-397b-moe (Gated DeltaNet 64 V / 16 QK heads; 15 x (3 GDN + 1 attention); 10 routed + 1 shared)",
             "https://docs.modular.com/max/api/python/pipelines.architectures.qwen3_5/ (linear head dims 128, conv kernel 4, attn_output_gate)",
-            "landscape.md model-shape table (moe_intermediate 1024, shared 1 x 1024)",
+            "moe_intermediate 1024 and one shared expert of 1024: not stated on the pages above; the values "
+            "for which the parameter count matches the card's 397B total (396.3B here, "
+            "tests/test_roofline_decode.py)",
         )),
     "qwen3-next-80b-a3b": dict(
         n_layers=48, vocab=151936, n_shared_experts=1, shared_intermediate=512,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import data_dir
+from sm120lab.paths import data_dir
 
 COLUMNS = ("source", "source_url", "date", "hardware", "gpu", "n_gpus", "tp", "pp", "model",
            "checkpoint", "backend", "moe_kernel", "cuda", "concurrency", "tok_s_low", "tok_s_high",
