@@ -1,4 +1,4 @@
-"""Weight/scale packing shared by the FlashInfer and vLLM adapters (pure torch, testable on CPU).
+"""Weight/scale packing and plumbing shared by the FlashInfer and vLLM adapters (pure torch, testable on CPU).
 
 Our w13 is [gate; up] (ModelOpt/vLLM order). FlashInfer's CUTLASS fused MoE and its cuTile/SM12x
 preparation take "w31" = [up; gate] (FlashInfer 0.6.5 ``tests/moe/test_trtllm_cutlass_fused_moe.py``
@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 
 from sm120lab.nvfp4 import NVFP4Tensor, swizzle_scales_128x4
+
+from .base import Backend, _version_tuple
 
 
 def up_gate_order(t: torch.Tensor) -> torch.Tensor:
@@ -33,3 +35,67 @@ def per_expert(gs: torch.Tensor, num_experts: int) -> torch.Tensor:
     """Global scale [E, 1] (or scalar) -> fp32 [E]."""
     g = gs.float().reshape(-1)
     return (g.expand(num_experts) if g.numel() == 1 else g).contiguous()
+
+
+def modelopt_scale(gs: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """Encode-side global scale -> ModelOpt decode-side ``weight_scale_2`` = 1/gs, fp32 [E]."""
+    from sm120lab.nvfp4 import modelopt_scale_from_global_scale
+
+    return modelopt_scale_from_global_scale(per_expert(gs, num_experts)).contiguous()
+
+
+def activation_gscale(a_gs: torch.Tensor, num_experts: int | None = None) -> torch.Tensor:
+    """Our static activation gscale (fp32 scalar, encode-side) as a 0-d tensor, or fp32 [E] if
+    ``num_experts`` is given (vLLM's per-expert ``a*_gscale``)."""
+    a = a_gs.float().reshape(())
+    return a if num_experts is None else a.reshape(1).expand(num_experts).contiguous()
+
+
+# ----------------------------------------------------------------------------- adapter plumbing
+
+#: the label every adapter of a package we cannot run here carries, in docstrings and skip reasons
+UNVERIFIED = "unverified on SM120 hardware"
+
+
+def installed_version(dist: str) -> str | None:
+    """Version of an installed distribution (``importlib.metadata``), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class AdapterBackend(Backend):
+    """A backend that calls a third-party package's API, checked on CPU against recorded wheels.
+
+    ``api`` (an :class:`~sm120lab.moe.backends.api_check.ApiClaim`) names the package, the versions
+    whose signatures ``tests/test_backend_api.py`` binds every call against, and the lowest version
+    the adapter runs on. ``skip_reason`` adds the version check to ``needs`` and labels every
+    reason "unverified on SM120 hardware".
+    """
+
+    verified = False
+    api = None  # ApiClaim
+
+    def skip_reason(self, device) -> str | None:
+        reason = self.needs.skip_reason(device)
+        if reason is None:
+            reason = self.version_skip_reason(installed_version(self.api.dist))
+        return None if reason is None else f"{reason} (adapter {UNVERIFIED})"
+
+    def version_skip_reason(self, version: str | None) -> str | None:
+        """None when ``version`` of ``api.dist`` is one this adapter runs on, else why not."""
+        if version is None:
+            return f"{self.api.dist} is not installed"
+        if _version_tuple(version) < _version_tuple(self.api.minimum):
+            return (f"{self.api.dist} {version} is older than {self.api.minimum}, the oldest API this adapter "
+                    f"knows (calls checked against {', '.join(self.api.checked)})")
+        return None
+
+    def api_notes(self) -> dict:
+        """Notes for ``run``'s result: installed version and whether its API was checked."""
+        version = installed_version(self.api.dist)
+        return {self.api.dist: version, "api_checked_versions": list(self.api.checked),
+                "api_checked": version in self.api.checked, "verified_on_sm120": False}

@@ -1,116 +1,119 @@
 """vLLM NVFP4 MoE paths: ``vllm-cutlass-fp4`` (CUTLASS grouped W4A4) and ``vllm-marlin`` (W4A16).
 
-Unverified on SM120 hardware: real code behind the check (vLLM importable, a CUDA GPU; CUTLASS FP4
-needs SM100/SM12x), written against vLLM's ``fused_moe/cutlass_moe.py`` (``cutlass_moe_fp4(a,
-w1_fp4, w2_fp4, topk_weights, topk_ids, quant_config, m, n, k, e)`` with ``config.py::
-nvfp4_moe_quant_config(g1_alphas, g2_alphas, a1_gscale, a2_gscale, w1_scale, w2_scale)``) and
-``quantization/utils/marlin_utils_fp4.py::prepare_moe_fp4_layer_for_marlin(layer)`` +
-``fused_moe/fused_marlin_moe.py::fused_marlin_moe``. vLLM's signatures move between releases, so
-arguments are bound by name against the installed signature and a mismatch raises, naming it.
+Unverified on SM120 hardware: real code behind the check (vLLM >= 0.34 importable, a CUDA GPU;
+CUTLASS FP4 needs SM100/SM12x). Written against the vLLM 0.34.0 wheel, whose MoE kernels live in
+``fused_moe/experts/``; every call is bound against the signatures recorded from that wheel
+(``data/api/vllm-0.34.0.json``, ``tests/test_backend_api.py``):
 
-Conventions (vLLM ModelOpt NVFP4 MoE): w13 = [w1 (gate); w3 (up)] as ours; block scales 128x4-
-swizzled for CUTLASS, linear for the Marlin repack; ``a*_gscale`` are encode-side (1/input_scale)
-per expert [E]; ``g*_alphas`` = 1/(a_gs * w_gs) [E]; Marlin takes ``w*_weight_scale_2`` = 1/w_gs.
+- ``experts/cutlass_moe.py::run_cutlass_moe_fp4(output, a, a1_gscale, w1_fp4, w1_blockscale,
+  w1_alphas, a2_gscale, w2_fp4, w2_blockscale, w2_alphas, topk_weights, topk_ids, activation,
+  workspace13, workspace2, m, n, k, e, device)``: uint8 packed weights, 128x4-swizzled E4M3 block
+  scales, per-expert fp32 [E] ``a*_gscale`` (encode-side, 1/input_scale) and alphas
+  1/(a_gs * w_gs); workspaces (m*topk, max(2n, k)) and (m*topk, n) in the activation dtype;
+  ``activation=MoEActivation.SILU``;
+- ``marlin_utils_fp4.py::prepare_nvfp4_moe_layer_for_marlin(layer, w13, w13_scale, w13_scale_2, w2,
+  w2_scale, w2_scale_2, is_act_and_mul)`` (reads ``layer.num_experts``, ``hidden_size``,
+  ``intermediate_size_per_partition``, ``params_dtype``; LINEAR block scales; ModelOpt
+  ``weight_scale_2`` = 1/gs) then ``experts/marlin_moe.py::fused_marlin_moe(...,
+  quant_type_id=scalar_types.float4_e2m1f.id, global_scale1=, global_scale2=)``.
+
+Conventions (vLLM ModelOpt NVFP4 MoE): w13 = [w1 (gate); w3 (up)] as ours (only vLLM's FlashInfer
+backends reorder it).
 """
 
 from __future__ import annotations
 
-import inspect
+from types import SimpleNamespace
 
 import torch
 
-from .base import Backend, Needs
+from ._packing import UNVERIFIED, AdapterBackend
+from .api_check import ApiClaim
+from .base import Needs
+
+_VM = "vllm.model_executor.layers"
 
 
-def _call(fn, **kwargs):
-    """Call ``fn`` with the keyword arguments its signature has; raise naming any missing required one."""
-    sig = inspect.signature(fn)
-    params = sig.parameters
-    bound = {k: v for k, v in kwargs.items() if k in params}
-    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in bound
-               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if missing:
-        raise TypeError(f"{fn.__module__}.{fn.__name__}{sig}: this adapter does not know argument(s) {missing}")
-    return fn(**bound)
-
-
-class VllmCutlassFp4(Backend):
+class VllmCutlassFp4(AdapterBackend):
     name = "vllm-cutlass-fp4"
-    summary = "vLLM cutlass_moe_fp4 (CUTLASS grouped NVFP4 W4A4; unverified on SM120 hardware)"
+    summary = f"vLLM run_cutlass_moe_fp4 (CUTLASS grouped NVFP4 W4A4; {UNVERIFIED})"
     needs = Needs(device="cuda", capabilities=(10, 12), packages=("vllm",))
     out_dtype = torch.bfloat16
     numerics = "w4a4"
-    verified = False
+    api = ApiClaim(
+        dist="vllm", checked=("0.34.0",), minimum="0.34.0",
+        calls=(f"{_VM}.fused_moe.experts.cutlass_moe:run_cutlass_moe_fp4", f"{_VM}.fused_moe.activation:MoEActivation"),
+        facts=("vllm.cutlass.uint8_weights", "vllm.cutlass.a_gscale_per_expert", "vllm.cutlass.input_dtype",
+               "vllm.cutlass.workspace_shapes", "vllm.cutlass.scales_swizzled", "vllm.cutlass.w13_gate_up",
+               "vllm.cutlass.alphas"))
 
     def run(self, problem, out):
-        from vllm.model_executor.layers.fused_moe.config import nvfp4_moe_quant_config
-        from vllm.model_executor.layers.fused_moe.cutlass_moe import cutlass_moe_fp4
+        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+        from vllm.model_executor.layers.fused_moe.experts.cutlass_moe import run_cutlass_moe_fp4
 
-        from ._packing import per_expert, swizzled
-
-        cfg = problem.config
-        a1 = problem.a1_gscale.float().reshape(1).expand(cfg.E).contiguous()
-        a2 = problem.a2_gscale.float().reshape(1).expand(cfg.E).contiguous()
-        g13 = per_expert(problem.w13.global_scale, cfg.E)
-        g2 = per_expert(problem.w2.global_scale, cfg.E)
-        qc = _call(nvfp4_moe_quant_config, g1_alphas=1.0 / (a1 * g13), g2_alphas=1.0 / (a2 * g2),
-                   a1_gscale=a1, a2_gscale=a2, w1_scale=swizzled(problem.w13.linear_scale()),
-                   w2_scale=swizzled(problem.w2.linear_scale()))
-        y = _call(cutlass_moe_fp4, a=problem.hidden.to(torch.bfloat16).contiguous(),
-                  w1_fp4=problem.w13.data.contiguous(), w2_fp4=problem.w2.data.contiguous(),
-                  topk_weights=problem.topk_weights.float(), topk_ids=problem.topk_ids.to(torch.int32),
-                  quant_config=qc, m=problem.tokens, n=cfg.I, k=cfg.H, e=cfg.E)
-        out.copy_(y)
-        return {}
-
-
-class _MarlinLayer(torch.nn.Module):
-    """The attributes prepare_moe_fp4_layer_for_marlin reads (old and new vLLM spellings)."""
-
-    def __init__(self, problem):
-        super().__init__()
-        from types import SimpleNamespace
-
-        from ._packing import per_expert
+        from ._packing import activation_gscale, per_expert, swizzled
 
         cfg = problem.config
-        p = lambda t: torch.nn.Parameter(t, requires_grad=False)  # noqa: E731
-        self.num_experts, self.hidden_size, self.intermediate_size_per_partition = cfg.E, cfg.H, cfg.I
-        self.moe_config = SimpleNamespace(num_experts=cfg.E, hidden_dim=cfg.H, intermediate_size_per_partition=cfg.I,
-                                          is_act_and_mul=True)
-        self.params_dtype = torch.bfloat16
-        self.w13_weight = p(problem.w13.data.contiguous())
-        self.w2_weight = p(problem.w2.data.contiguous())
-        self.w13_weight_scale = p(problem.w13.linear_scale().contiguous())
-        self.w2_weight_scale = p(problem.w2.linear_scale().contiguous())
-        self.w13_weight_scale_2 = p(1.0 / per_expert(problem.w13.global_scale, cfg.E))
-        self.w2_weight_scale_2 = p(1.0 / per_expert(problem.w2.global_scale, cfg.E))
+        m, n, k, e, topk = problem.tokens, cfg.I, cfg.H, cfg.E, cfg.k
+        dev = problem.device
+        a1 = activation_gscale(problem.a1_gscale, e).to(dev)
+        a2 = activation_gscale(problem.a2_gscale, e).to(dev)
+        hidden = problem.hidden.to(torch.bfloat16).contiguous()
+        run_cutlass_moe_fp4(
+            output=out, a=hidden, a1_gscale=a1, w1_fp4=problem.w13.data.contiguous(),
+            w1_blockscale=swizzled(problem.w13.linear_scale()),
+            w1_alphas=1.0 / (a1 * per_expert(problem.w13.global_scale, e)),
+            a2_gscale=a2, w2_fp4=problem.w2.data.contiguous(), w2_blockscale=swizzled(problem.w2.linear_scale()),
+            w2_alphas=1.0 / (a2 * per_expert(problem.w2.global_scale, e)),
+            topk_weights=problem.topk_weights.float().contiguous(),
+            topk_ids=problem.topk_ids.to(torch.int32).contiguous(), activation=MoEActivation.SILU,
+            workspace13=torch.empty((m * topk, max(2 * n, k)), dtype=hidden.dtype, device=dev),
+            workspace2=torch.empty((m * topk, n), dtype=hidden.dtype, device=dev),
+            m=m, n=n, k=k, e=e, device=dev)
+        return self.api_notes()
 
 
-class VllmMarlin(Backend):
+def marlin_layer(problem) -> SimpleNamespace:
+    """The attributes ``prepare_nvfp4_moe_layer_for_marlin`` reads from its ``layer`` argument."""
+    cfg = problem.config
+    return SimpleNamespace(num_experts=cfg.E, hidden_size=cfg.H, intermediate_size_per_partition=cfg.I,
+                           params_dtype=torch.bfloat16)
+
+
+class VllmMarlin(AdapterBackend):
     name = "vllm-marlin"
-    summary = "vLLM fused_marlin_moe, NVFP4 weights x bf16 activations (unverified on SM120 hardware)"
+    summary = f"vLLM fused_marlin_moe, NVFP4 weights x bf16 activations ({UNVERIFIED})"
     needs = Needs(device="cuda", min_capability=(8, 0), packages=("vllm",))
     out_dtype = torch.bfloat16
     numerics = "w4a16"
-    verified = False
+    api = ApiClaim(
+        dist="vllm", checked=("0.34.0",), minimum="0.34.0",
+        calls=(f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
+               f"{_VM}.fused_moe.experts.marlin_moe:fused_marlin_moe", f"{_VM}.fused_moe.activation:MoEActivation",
+               "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
+        facts=("vllm.marlin.layer_attrs", "vllm.marlin.topk_weights_fp32"))
 
     def run(self, problem, out):
-        from vllm.model_executor.layers.fused_moe.fused_marlin_moe import fused_marlin_moe
-        from vllm.model_executor.layers.quantization.utils.marlin_utils_fp4 import prepare_moe_fp4_layer_for_marlin
+        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+        from vllm.model_executor.layers.fused_moe.experts.marlin_moe import fused_marlin_moe
+        from vllm.model_executor.layers.quantization.utils.marlin_utils_fp4 import prepare_nvfp4_moe_layer_for_marlin
         from vllm.scalar_type import scalar_types
 
-        layer = _MarlinLayer(problem)
-        prepare_moe_fp4_layer_for_marlin(layer)
-        y = _call(fused_marlin_moe, hidden_states=problem.hidden.to(torch.bfloat16).contiguous(),
-                  w1=layer.w13_weight, w2=layer.w2_weight, bias1=None, bias2=None,
-                  w1_scale=layer.w13_weight_scale, w2_scale=layer.w2_weight_scale, gating_output=None,
-                  topk_weights=problem.topk_weights.float(), topk_ids=problem.topk_ids.to(torch.int32),
-                  quant_type_id=scalar_types.float4_e2m1f.id, global_scale1=layer.w13_weight_scale_2,
-                  global_scale2=layer.w2_weight_scale_2, workspace=layer.workspace,
-                  global_num_experts=problem.config.E)
+        from ._packing import modelopt_scale
+
+        e = problem.config.E
+        w13, s13, g13, w2, s2, g2 = prepare_nvfp4_moe_layer_for_marlin(
+            marlin_layer(problem), w13=problem.w13.data.contiguous(), w13_scale=problem.w13.linear_scale().contiguous(),
+            w13_scale_2=modelopt_scale(problem.w13.global_scale, e), w2=problem.w2.data.contiguous(),
+            w2_scale=problem.w2.linear_scale().contiguous(), w2_scale_2=modelopt_scale(problem.w2.global_scale, e),
+            is_act_and_mul=True)
+        y = fused_marlin_moe(
+            hidden_states=problem.hidden.to(torch.bfloat16).contiguous(), w1=w13, w2=w2, bias1=None, bias2=None,
+            w1_scale=s13, w2_scale=s2, topk_weights=problem.topk_weights.float().contiguous(),
+            topk_ids=problem.topk_ids.to(torch.int32).contiguous(), quant_type_id=scalar_types.float4_e2m1f.id,
+            global_num_experts=e, activation=MoEActivation.SILU, global_scale1=g13, global_scale2=g2)
         out.copy_(y)
-        return {}
+        return self.api_notes()
 
 
 BACKENDS = [VllmCutlassFp4(), VllmMarlin()]
