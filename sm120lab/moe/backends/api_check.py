@@ -566,6 +566,7 @@ def build_index(root: Path | None = None) -> dict:
         }
     return {"schema": SCHEMA, "packages": {d: dict(sorted(v.items())) for d, v in sorted(packages.items())},
             "adapters": adapters,
+            "command": "python -m sm120lab.moe.backends.api_check index",
             "test": "tests/test_backend_api.py binds every adapter call against each checked version"}
 
 

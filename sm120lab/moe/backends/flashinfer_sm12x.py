@@ -29,11 +29,9 @@ from ._packing import UNVERIFIED, AdapterBackend
 from .api_check import ApiClaim
 from .base import Needs
 
-_CALLS = tuple(f"flashinfer.fused_moe:{n}" for n in (
-    "SM12xNvfp4Config", "SM12xNvfp4Config.prepare_weights", "SM12xNvfp4Bf16Config",
-    "SM12xNvfp4Bf16Config.prepare_weights", "MoEWeightPack", "MoEWeightPack.prepare_for", "MoEActivationPack",
-    "MoEConfig", "RoutingConfig", "QuantConfig", "QuantFormat", "ExpertConfig", "SwiGLU", "BackendOptions",
-    "MoELayer", "MoELayer.__call__"))
+_COMMON_CALLS = tuple(f"flashinfer.fused_moe:{n}" for n in (
+    "MoEWeightPack", "MoEWeightPack.prepare_for", "MoEActivationPack", "MoEConfig", "RoutingConfig", "QuantConfig",
+    "QuantFormat", "ExpertConfig", "SwiGLU", "BackendOptions", "MoELayer", "MoELayer.__call__"))
 
 
 def check_shape(cfg) -> None:
@@ -98,11 +96,13 @@ class FlashInferSM12x(AdapterBackend):
         return {**self.api_notes(), "runner": cls.__name__}
 
 
-_SM12X_API = ApiClaim(
-    dist="flashinfer-python", checked=("0.7.4",), minimum="0.7.4", calls=_CALLS,
-    facts=("fi.moe.w1_up_gate", "fi.cutile.swaps_to_gate_up", "fi.cutile.dtypes", "fi.cutile.w2_global_shape",
-           "fi.cutile.modelopt_decode_side", "fi.sm12x.input_global_scale", "fi.sm12x.hidden_128",
-           "fi.sm12x.inter_64", "fi.sm12x.backend_key", "fi.sm12x.backend_key_bf16"))
+def _claim(config: str) -> ApiClaim:
+    return ApiClaim(
+        dist="flashinfer-python", checked=("0.7.4",), minimum="0.7.4",
+        calls=(f"flashinfer.fused_moe:{config}", f"flashinfer.fused_moe:{config}.prepare_weights", *_COMMON_CALLS),
+        facts=("fi.moe.w1_up_gate", "fi.cutile.swaps_to_gate_up", "fi.cutile.dtypes", "fi.cutile.w2_global_shape",
+               "fi.cutile.modelopt_decode_side", "fi.sm12x.input_global_scale", "fi.sm12x.hidden_128",
+               "fi.sm12x.inter_64", "fi.sm12x.backend_key", "fi.sm12x.backend_key_bf16"))
 
 
 class FlashInferSM12xW4A4(FlashInferSM12x):
@@ -110,7 +110,7 @@ class FlashInferSM12xW4A4(FlashInferSM12x):
     summary = f"FlashInfer 0.7 SM12xNvfp4 runner (CuTe DSL, W4A4; {UNVERIFIED})"
     numerics = "w4a4"
     w4a4 = True
-    api = _SM12X_API
+    api = _claim("SM12xNvfp4Config")
 
 
 class FlashInferSM12xW4A16(FlashInferSM12x):
@@ -118,7 +118,7 @@ class FlashInferSM12xW4A16(FlashInferSM12x):
     summary = f"FlashInfer 0.7 SM12xNvfp4Bf16 runner (CuTe DSL, W4A16; {UNVERIFIED})"
     numerics = "w4a16"
     w4a4 = False
-    api = _SM12X_API
+    api = _claim("SM12xNvfp4Bf16Config")
 
 
 BACKENDS = [FlashInferSM12xW4A4(), FlashInferSM12xW4A16()]
