@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for cmdline.command_line("sm120lab", args.argv)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -14,6 +14,7 @@ import platform
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 
 PACKAGES = (
@@ -21,8 +22,16 @@ PACKAGES = (
     "nvidia-cutlass-dsl", "cuda-python", "papermill",
 )
 
-ENV_PREFIXES = ("FLASHINFER_", "VLLM_", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH",
-                "CUDA_VISIBLE_DEVICES", "TRITON_", "NCCL_CUMEM_ENABLE", "SM120LAB_")
+#: variables kept by name
+ENV_KEYS = frozenset({
+    "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NCCL_CUMEM_ENABLE",
+    "VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_NVFP4_GEMM_BACKEND",
+    "VLLM_TEST_FORCE_FP8_MARLIN", "VLLM_MOE_USE_DEEP_GEMM",
+})
+#: every variable with one of these prefixes is kept
+ENV_PREFIXES = ("FLASHINFER_", "TRITON_", "SM120LAB_")
+#: a ``VLLM_*`` variable is kept when its name holds one of these (the MoE backend switches)
+VLLM_WORDS = ("MOE", "FLASHINFER", "FP4", "MARLIN")
 
 
 def package_versions(names=PACKAGES) -> dict[str, str | None]:
@@ -35,8 +44,26 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
     return out
 
 
-def relevant_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+def relevant_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that change FP4 MoE behaviour, sorted by name.
+
+    The one filter for the whole package (run folders, doctor): :data:`ENV_KEYS` by name, every
+    ``FLASHINFER_*``, ``TRITON_*`` and ``SM120LAB_*``, and every ``VLLM_*`` whose name mentions MoE,
+    FlashInfer, FP4/NVFP4 or Marlin.
+
+    Args:
+        environ: the variables to filter (default ``os.environ``).
+
+    Returns:
+        ``{name: value}`` of the relevant ones, sorted by name.
+    """
+    environ = os.environ if environ is None else environ
+
+    def wanted(k: str) -> bool:
+        return (k in ENV_KEYS or k.startswith(ENV_PREFIXES)
+                or (k.startswith("VLLM_") and any(w in k for w in VLLM_WORDS)))
+
+    return {k: environ[k] for k in sorted(environ) if wanted(k)}
 
 
 def find_nvccs() -> list[dict[str, str | None]]:

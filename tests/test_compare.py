@@ -1,6 +1,7 @@
 """`sm120lab run --matrix` and `sm120lab compare`: folders per combination, differences, regressions."""
 
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -84,16 +85,11 @@ def test_bad_inputs(tmp_path):
     assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
 
 
-def test_archive_trims_images_and_keeps_results(matrix_runs, tmp_path):
-    from sm120lab.run_archive import archive_run, trim_notebook
+def test_archive_keeps_results_html_and_a_report(matrix_runs, tmp_path):
+    from sm120lab.run_archive import archive_run
 
-    nb = {"cells": [{"outputs": [{"output_type": "display_data", "data": {"image/png": "AAAA"}},
-                                 {"output_type": "stream", "text": "x" * 10000}]}]}
-    trim_notebook(nb)
-    outs = nb["cells"][0]["outputs"]
-    assert "image/png" not in outs[0]["data"] and "trimmed" in outs[0]["data"]["text/plain"]
-    assert len(outs[1]["text"]) < 5000
     dest = archive_run(matrix_runs[0], tmp_path / "archive")
     assert (dest / "results" / "01_probe.json").exists() and (dest / "summary.json").exists()
-    assert not list(dest.glob("*.html"))
+    assert (dest / "01_probe.html").read_bytes() == (Path(matrix_runs[0]) / "01_probe.html").read_bytes()
+    assert (dest / "report.html").is_file()
     assert load_run(dest).results["01_probe"]["verdicts"]["backend-x"] == "correct"
