@@ -109,6 +109,7 @@ TARGETS: dict[str, tuple[Target, ...]] = {
 
 _CORE = "flashinfer/fused_moe/core.py"
 _BIND = "flashinfer/data/csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu"
+_QU = "flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh"
 _API = "flashinfer/fused_moe/api.py"
 _PREP = "flashinfer/fused_moe/prepare.py"
 _RUN = "flashinfer/fused_moe/runners.py"
@@ -138,6 +139,13 @@ FACTS: dict[str, tuple[Fact, ...]] = {
              "the gemm1 dequant scale (alpha) is [E] fp32"),
         Fact("fi.cutlass.output_checked", _CORE, 'output, output_shape, output_dtype, input.device, "output"',
              "a caller's output buffer must have shape [T, H], dtype output_dtype and input's device"),
+        Fact("fi.cutlass.act_global_encode_side", _QU,
+             "auto SFValue = SFScaleVal * (vecMax * reciprocal_approximate_ftz(6.0f));",
+             "the activation global scale multiplies amax/6 into the E4M3 block scale: it is the encode-side "
+             "gs = 448*6/amax (1/input_scale)"),
+        Fact("fi.cutlass.unified_scale_rows", _RUN, "round_up(gemm1_rows, 128),",
+             "0.7.x unified CUTLASS NVFP4 runner expects w1 block scales [E, round_up(2I, 128), round_up(H/16, 4)]: "
+             "the whole [up; gate] matrix swizzled at once, then viewed as int32 for the flat call"),
         Fact("fi.cutlass.nvfp4_4over6_kwarg", _CORE, "nvfp4_4over6: Optional[NVFP44Over6Config] = _UNSET,",
              "0.7.x: nvfp4_4over6 (keyword-only); omitted reads FLASHINFER_NVFP4_4OVER6* env vars, "
              "None pins the standard NVFP4 recipe"),
@@ -180,6 +188,10 @@ FACTS: dict[str, tuple[Fact, ...]] = {
         Fact("vllm.marlin.layer_attrs", _VMU, "N = layer.intermediate_size_per_partition",
              "prepare_nvfp4_moe_layer_for_marlin reads layer.num_experts, hidden_size, "
              "intermediate_size_per_partition and params_dtype"),
+        Fact("vllm.marlin.global_scale_is_weight_scale_2", _VORA, "g1_alphas=w13_scale_2,",
+             "vLLM's Marlin NVFP4 config passes the (Marlin-processed) ModelOpt weight_scale_2 = 1/gs as g1_alphas, "
+             "which MarlinExperts hands to fused_marlin_moe as global_scale1",
+             after="elif backend == NvFp4MoeBackend.MARLIN or ("),
         Fact("vllm.marlin.topk_weights_fp32", _VMAR, "assert topk_weights.dtype == torch.float32",
              "fused_marlin_moe needs fp32 topk_weights and contiguous bf16/fp16 hidden states"),
     ),

@@ -78,8 +78,9 @@ class FlashInferCutlass(AdapterBackend):
         calls=("flashinfer.fused_moe:cutlass_fused_moe",),
         facts=("fi.cutlass.nvfp4_is_int64_weights", "fi.cutlass.quant_scales_6", "fi.cutlass.quant_scales_order",
                "fi.cutlass.block_scales_int32", "fi.cutlass.fc1_block_shape", "fi.cutlass.fc1_global_per_expert",
-               "fi.cutlass.output_checked", "fi.cutlass.nvfp4_4over6_kwarg"),
-        optional_facts=("fi.cutlass.nvfp4_4over6_kwarg",),
+               "fi.cutlass.output_checked", "fi.cutlass.act_global_encode_side", "fi.cutlass.unified_scale_rows",
+               "fi.cutlass.nvfp4_4over6_kwarg"),
+        optional_facts=("fi.cutlass.nvfp4_4over6_kwarg", "fi.cutlass.unified_scale_rows"),
     )
 
     def run(self, problem, out):

@@ -91,7 +91,7 @@ class VllmMarlin(AdapterBackend):
         calls=(f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
                f"{_VM}.fused_moe.experts.marlin_moe:fused_marlin_moe", f"{_VM}.fused_moe.activation:MoEActivation",
                "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
-        facts=("vllm.marlin.layer_attrs", "vllm.marlin.topk_weights_fp32"))
+        facts=("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2", "vllm.marlin.topk_weights_fp32"))
 
     def run(self, problem, out):
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
