@@ -1,0 +1,80 @@
+"""``sm120lab recommend``: what to set on an SM120/SM121 GPU, each item with its evidence.
+
+    sm120lab recommend                                  # RTX PRO 6000, the seed's setup
+    sm120lab recommend --gpu auto                       # this machine (GPU, driver, CUDA, packages)
+    sm120lab recommend --gpu rtx-5090 --model qwen3-next-80b-a3b --tp 4 --pp 1 --users 4
+    sm120lab recommend --gpu dgx-spark --json guide.json
+
+Evidence levels: sm120-run > h200-run > compile > emulation > source-reading. Items without an
+SM120 run say "unverified on SM120 hardware"; archiving an SM120 run folder into data/runs
+(`sm120lab archive`) lifts the items it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recommend", help="what to set on SM120/SM121 (arch flags, versions, backend, patches)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gpu", default="rtx-pro-6000", help="rtx-pro-6000 | rtx-5090 | dgx-spark | auto")
+    p.add_argument("--model", default=None, help="model preset (default: the seed's qwen3.5-397b-a17b)")
+    p.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default 2)")
+    p.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (default 2)")
+    p.add_argument("--users", type=int, default=None, help="concurrent users (default 1)")
+    p.add_argument("--topic", action="append", default=None,
+                   help="only these topics (repeatable): archflags, versions, backend, patches, env, throughput, verify")
+    p.add_argument("--runs", default=None, help="folder of archived run folders (default data/runs)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the items as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from .. import recommend
+    from ..atomic_io import write_json_atomic
+    from ..cmdline import command_line
+
+    machine = None
+    gpu = args.gpu
+    if gpu == "auto":
+        from ..envinfo import collect
+        from ..recommend.facts import detect_gpu
+
+        machine = collect()
+        try:
+            gpu = detect_gpu(machine)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+    elif gpu not in [g.value for g in recommend.GPU]:
+        raise SystemExit(f"--gpu: expected rtx-pro-6000, rtx-5090, dgx-spark or auto, got {gpu!r}")
+    if args.runs is not None:
+        from pathlib import Path
+
+        if not Path(args.runs).is_dir():
+            raise SystemExit(f"--runs: expected a folder of run folders, got {args.runs!r}")
+    try:
+        items = recommend.guide(gpu, args.runs, model=args.model, tp=args.tp, pp=args.pp, users=args.users,
+                                machine=machine)
+        if args.topic:
+            items = recommend.section(items, args.topic)
+    except ValueError as exc:
+        msg = str(exc)
+        raise SystemExit(msg if msg.startswith("--") else f"--{msg}") from None
+    from dataclasses import asdict
+
+    setup = asdict(recommend.resolve_setup(gpu, model=args.model, tp=args.tp, pp=args.pp, users=args.users))
+    title = (f"sm120lab recommend: {gpu}, {setup['model']}, TP{setup['tp']} PP{setup['pp']}, "
+             f"{setup['users']} user(s)")
+    recommend.show(items, title=title)
+    if args.json:
+        doc = recommend.to_json(items, gpu=gpu, setup=setup)
+        doc["command"] = command_line("sm120lab", None)
+        if machine is not None:
+            doc["machine"] = machine
+        try:
+            write_json_atomic(args.json, doc)
+        except OSError as exc:
+            raise SystemExit(f"--json: cannot write {args.json}: {exc.strerror or exc}") from None
+        print(f"wrote {args.json} ({len(items)} items)")
+    return 0

@@ -1,0 +1,34 @@
+"""The decision guide: what to set on an SM120/SM121 GPU, with the evidence for each item.
+
+    from sm120lab import recommend
+    items = recommend.guide(gpu="rtx-pro-6000")          # list[Item], the seed's setup by default
+    recommend.show(recommend.section(items, "archflags"))  # HTML table in a notebook, rich in a terminal
+
+- :func:`guide` fills ``data/recommendations.yaml`` for one GPU and setup; evidence levels are
+  computed (:func:`evidence_of`) and lifted to ``sm120-run`` by archived SM120 run folders.
+- :func:`section` keeps one topic (:class:`Topic`): archflags, versions, backend, patches, env,
+  throughput, verify.
+- :mod:`.arch_suffix`: does FlashInfer's SM120 MoE device code depend on 120a vs 120f?
+"""
+
+from .core import (
+                   GPU,
+                   UNVERIFIED,
+                   Evidence,
+                   Item,
+                   RunFolder,
+                   Setup,
+                   Topic,
+                   coverage,
+                   evidence_of,
+                   guide,
+                   load_rules,
+    resolve_setup,
+                   section,
+                   sm120_runs,
+                   to_json,
+)
+from .render import show, to_markdown
+
+__all__ = ["Evidence", "GPU", "Item", "RunFolder", "Setup", "Topic", "UNVERIFIED", "coverage", "evidence_of",
+           "guide", "load_rules", "resolve_setup", "section", "show", "sm120_runs", "to_json", "to_markdown"]

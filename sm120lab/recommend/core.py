@@ -1,0 +1,396 @@
+"""The decision guide: what an SM120/SM121 owner should set, each item with its evidence.
+
+Rules live in ``data/recommendations.yaml``; this module fills them in for one GPU and one setup:
+
+- ``why`` texts have ``{name}`` fields answered by :func:`facts` from recorded data (so the text
+  can never disagree with the data);
+- the decode ceiling comes from :mod:`sm120lab.roofline`, the kernel time from the bench file the
+  rule names;
+- the evidence level is computed (:func:`evidence_of`): a URL is ``source-reading``; a recorded
+  file is a GPU run when its environment record shows a GPU (``sm120-run`` for compute capability
+  12.x, else ``h200-run``), otherwise the kind of CPU work its folder holds (:data:`CPU_KINDS`);
+- an archived run folder from an SM120 machine (``environment.json`` with compute capability 12.x)
+  under ``runs_root`` lifts every item it covers to ``sm120-run`` (:func:`sm120_runs`).
+
+Every item below ``sm120-run`` says "unverified on SM120 hardware".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..paths import data_dir, repo_root
+
+UNVERIFIED = "unverified on SM120 hardware"
+
+
+class Evidence(str, Enum):
+    """How an item is known, strongest first."""
+
+    SM120_RUN = "sm120-run"  # measured on an SM120/SM121 GPU (an archived run folder or data file)
+    H200_RUN = "h200-run"  # measured on a GPU that is not SM12x (every recorded one is the H200)
+    COMPILE = "compile"  # compiled or preprocessed with a real toolkit, no GPU
+    EMULATION = "emulation"  # a bit-exact CPU emulation of the hardware instruction
+    SOURCE_READING = "source-reading"  # read from source code or a public report
+
+
+class Topic(str, Enum):
+    """What part of the setup an item is about (for :func:`section`)."""
+
+    ARCHFLAGS = "archflags"
+    VERSIONS = "versions"
+    BACKEND = "backend"
+    PATCHES = "patches"
+    ENV = "env"
+    THROUGHPUT = "throughput"
+    VERIFY = "verify"
+
+
+class GPU(str, Enum):
+    RTX_PRO_6000 = "rtx-pro-6000"
+    RTX_5090 = "rtx-5090"
+    DGX_SPARK = "dgx-spark"
+
+
+# What CPU-produced files under a folder are (checked in order; first prefix that matches).
+CPU_KINDS: tuple[tuple[str, Evidence], ...] = (
+    ("data/archflags/", Evidence.COMPILE),
+    ("data/cutlass_smem/", Evidence.COMPILE),
+    ("data/triton_aot/", Evidence.COMPILE),
+    ("data/arch_suffix/", Evidence.COMPILE),
+    ("tests/test_archflags_emulation.py", Evidence.EMULATION),
+    ("sm120lab/kernels/mma_block_scale_emulation.py", Evidence.EMULATION),
+)
+RULES_PATH = "data/recommendations.yaml"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The user's configuration: model preset (sm120lab.roofline.PRESETS), TP x PP GPUs, users."""
+
+    model: str = "qwen3.5-397b-a17b"
+    tp: int = 2
+    pp: int = 2
+    users: int = 1
+    context: int = 2048
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.pp
+
+
+@dataclass
+class Item:
+    """One recommendation. ``evidence`` is computed; ``here`` says what this machine has (auto)."""
+
+    setting: str
+    value: str
+    evidence: Evidence
+    source: str
+    why: str
+    id: str = ""
+    topic: Topic = Topic.VERSIONS
+    here: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        d = asdict(self)
+        d["evidence"] = self.evidence.value
+        d["topic"] = self.topic.value
+        return d
+
+
+@dataclass
+class RunFolder:
+    """An archived run from an SM120/SM121 machine."""
+
+    path: Path
+    gpu: str
+    compute_capability: str
+    results: dict[str, dict] = field(default_factory=dict)  # "03" -> results/03_*.json
+
+
+# ----------------------------------------------------------------------------------------------
+# rules
+
+
+def load_rules(path: str | Path | None = None) -> dict:
+    """``data/recommendations.yaml`` parsed and checked (every item has its fields, a known topic)."""
+    import yaml
+
+    p = Path(path) if path else repo_root() / RULES_PATH
+    try:
+        rules = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"rules: cannot read {p}: {exc}") from None
+    if not isinstance(rules, dict) or not isinstance(rules.get("items"), list):
+        raise ValueError(f"rules: {p} has no 'items' list")
+    topics = {t.value for t in Topic}
+    for i, it in enumerate(rules["items"]):
+        missing = [k for k in ("id", "topic", "setting", "why", "source") if k not in it]
+        if "value" not in it and "compute" not in it:
+            missing.append("value or compute")
+        if missing:
+            raise ValueError(f"rules: item {i} ({it.get('id', '?')}) lacks {', '.join(missing)}")
+        if it["topic"] not in topics:
+            raise ValueError(f"rules: item {it['id']} topic {it['topic']!r} not one of {sorted(topics)}")
+        if "evidence" in it:
+            raise ValueError(f"rules: item {it['id']} types its evidence; evidence is computed from its source")
+    return rules
+
+
+# ----------------------------------------------------------------------------------------------
+# evidence
+
+
+def _env_record(obj: Any) -> dict | None:
+    if not isinstance(obj, dict):
+        return None
+    for key in ("environment", "envinfo", "env"):
+        e = obj.get(key)
+        if isinstance(e, dict) and "gpu" in e:
+            return e
+    return obj if "gpu" in obj and isinstance(obj.get("gpu"), dict) else None
+
+
+def _gpu_level(env: dict | None) -> Evidence | None:
+    gpu = (env or {}).get("gpu") or {}
+    if not gpu.get("available"):
+        return None
+    cc = str(gpu.get("compute_capability", ""))
+    return Evidence.SM120_RUN if cc.startswith("12.") else Evidence.H200_RUN
+
+
+@lru_cache(maxsize=256)
+def _file_level(path: str, mtime: float) -> Evidence | None:
+    p = Path(path)
+    if p.suffix != ".json":
+        return None
+    try:
+        return _gpu_level(_env_record(json.loads(p.read_text())))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def evidence_of(source: str, root: Path | None = None) -> Evidence:
+    """The evidence level of ``source`` (a URL or a path relative to the repo root).
+
+    Returns:
+        ``source-reading`` for a URL; for a recorded JSON file with a GPU in its environment,
+        ``sm120-run`` (compute capability 12.x) or ``h200-run``; otherwise the kind of its folder
+        (:data:`CPU_KINDS`), and ``source-reading`` for anything else (specs read from wheels,
+        hardware tables).
+
+    Raises:
+        FileNotFoundError: a repo path that does not exist.
+    """
+    if re.match(r"^https?://", source):
+        return Evidence.SOURCE_READING
+    root = root or repo_root()
+    p = root / source
+    if not p.exists():
+        raise FileNotFoundError(f"source: {source} does not exist under {root}")
+    level = _file_level(str(p), p.stat().st_mtime) if p.is_file() else None
+    if level is not None:
+        return level
+    for prefix, kind in CPU_KINDS:
+        if source.startswith(prefix):
+            return kind
+    return Evidence.SOURCE_READING
+
+
+def sm120_runs(runs_root: str | Path | None = None) -> list[RunFolder]:
+    """Run folders under ``runs_root`` (default ``data/runs``) made on an SM120/SM121 GPU.
+
+    A folder counts when its ``environment.json`` shows an available GPU with compute capability
+    12.x; its ``results/NN_*.json`` are loaded. Unreadable files are skipped.
+    """
+    root = Path(runs_root) if runs_root is not None else data_dir() / "runs"
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            env = json.loads((d / "environment.json").read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if _gpu_level(_env_record(env) or env) is not Evidence.SM120_RUN:
+            continue
+        gpu = env.get("gpu", {})
+        run = RunFolder(d, str(gpu.get("name", "?")), str(gpu.get("compute_capability", "?")))
+        for f in sorted((d / "results").glob("[0-9][0-9]_*.json")):
+            try:
+                run.results[f.name[:2]] = json.loads(f.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+        out.append(run)
+    return out
+
+
+_NOT_MEASURED = {None, "", "skipped", "error", "not_run", "not run"}
+
+
+def _lookup(obj: Any, key: list[str]) -> list[tuple[str, Any]]:
+    """``(matched key, value)`` pairs for a key path whose last part may be a glob."""
+    for k in key[:-1]:
+        if not isinstance(obj, dict) or k not in obj:
+            return []
+        obj = obj[k]
+    if not isinstance(obj, dict):
+        return []
+    last = key[-1]
+    if any(c in last for c in "*?["):
+        return [(k, v) for k, v in sorted(obj.items()) if fnmatch.fnmatchcase(k, last)]
+    return [(last, obj[last])] if last in obj else []
+
+
+def _measured(value: Any) -> bool:
+    if isinstance(value, dict):
+        return value.get("value") is not None
+    return str(value).strip().lower() not in {str(x) for x in _NOT_MEASURED}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and "value" in value:
+        v = value["value"]
+        return f"{v:.1f} {value.get('unit', '')}".strip() if isinstance(v, (int, float)) else str(v)
+    return str(getattr(value, "value", value))
+
+
+def _gpu_matches(run: RunFolder, gpu: GPU) -> bool:
+    want = "12.1" if gpu is GPU.DGX_SPARK else "12.0"
+    return run.compute_capability == want
+
+
+def coverage(rule: dict, runs: list[RunFolder], gpu: GPU) -> tuple[RunFolder, str, str] | None:
+    """The first SM120 run (of ``gpu``'s compute capability) that measured what ``rule`` covers.
+
+    Returns:
+        ``(run, matched key, shown value)`` or ``None``.
+    """
+    for spec in rule.get("sm120_run") or []:
+        nb, key = str(spec["results"]), list(spec["key"])
+        for run in runs:
+            if not _gpu_matches(run, gpu) or nb not in run.results:
+                continue
+            hits = [(k, v) for k, v in _lookup(run.results[nb], key) if _measured(v)]
+            if hits:
+                shown = ", ".join(f"{k} = {_show(v)}" for k, v in hits[:4])
+                return run, shown.split(" = ")[0], shown
+    return None
+
+
+def _rel(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(repo_root().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# the guide
+
+
+def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, *, model: str | None = None,
+          tp: int | None = None, pp: int | None = None, users: int | None = None,
+          rules_path: str | Path | None = None, machine: dict | None = None) -> list[Item]:
+    """The guide's items for one GPU and setup.
+
+    Args:
+        gpu: ``rtx-pro-6000``, ``rtx-5090`` or ``dgx-spark``.
+        runs_root: folder of archived run folders (default ``data/runs``); SM120 runs there lift
+            the items they cover to ``sm120-run``.
+        model, tp, pp, users: the setup; defaults are the seed report's (rules ``setup``), except
+            where the rules' ``per_gpu_setup`` replaces it (one DGX Spark cannot hold that model).
+        rules_path: another rules file (tests).
+        machine: an ``sm120lab.envinfo.collect()`` record; fills each item's ``here``.
+
+    Returns:
+        The items in rule order.
+
+    Raises:
+        ValueError: an unknown GPU, model, or a bad TP/PP/users (message names the argument).
+    """
+    from .facts import compute_value, facts, here_notes
+
+    try:
+        g = GPU(gpu)
+    except ValueError:
+        raise ValueError(f"gpu: expected one of {', '.join(x.value for x in GPU)}, got {gpu!r}") from None
+    rules = load_rules(rules_path)
+    setup = resolve_setup(g, rules, model=model, tp=tp, pp=pp, users=users)
+    runs = sm120_runs(runs_root)
+    known = facts()
+    notes = here_notes(machine, g) if machine else {}
+    items = []
+    for r in rules["items"]:
+        if g.value not in r.get("gpus", [x.value for x in GPU]):
+            continue
+        over = (r.get("per_gpu") or {}).get(g.value, {})
+        source = over.get("source", r["source"])
+        why = over.get("why", r["why"]).format(**known)
+        if "compute" in r:
+            value, extra = compute_value(r["compute"], g, setup, source)
+            why = f"{why} {extra}".strip()
+        else:
+            value = over.get("value", r["value"])
+        evidence = evidence_of(source)
+        cov = coverage(r, runs, g)
+        if cov is not None:
+            run, key, shown = cov
+            evidence = Evidence.SM120_RUN
+            source = _rel(run.path / "results")
+            why = f"{why} Measured on {run.gpu} (cc {run.compute_capability}) in {run.path.name}: {shown}."
+        elif evidence is not Evidence.SM120_RUN:
+            why = f"{why} ({UNVERIFIED})"
+        items.append(Item(setting=r["setting"], value=str(value), evidence=evidence, source=source,
+                          why=" ".join(why.split()), id=r["id"], topic=Topic(r["topic"]),
+                          here=notes.get(r["id"], "")))
+    return items
+
+
+def resolve_setup(gpu: str | GPU, rules: dict | None = None, *, model: str | None = None, tp: int | None = None,
+                  pp: int | None = None, users: int | None = None) -> Setup:
+    """The setup the guide uses: the rules' ``setup`` (the seed's), the GPU's ``per_gpu_setup``
+    on top, then the given arguments.
+
+    Raises:
+        ValueError: TP, PP or users not a positive integer.
+    """
+    rules = rules if rules is not None else load_rules()
+    g = GPU(gpu)
+    s = dict(rules.get("setup") or {})
+    s.update((rules.get("per_gpu_setup") or {}).get(g.value, {}))
+    for name, v in (("model", model), ("tp", tp), ("pp", pp), ("users", users)):
+        if v is not None:
+            s[name] = v
+    for name in ("tp", "pp", "users"):
+        if not isinstance(s.get(name), int) or isinstance(s.get(name), bool) or s[name] < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {s.get(name)!r}")
+    return Setup(**{k: s[k] for k in ("model", "tp", "pp", "users", "context") if k in s})
+
+
+def section(items: list[Item], topic: str | Topic | list) -> list[Item]:
+    """The items of one topic (or several): ``section(items, "archflags")``.
+
+    Raises:
+        ValueError: an unknown topic.
+    """
+    wanted = [topic] if isinstance(topic, (str, Topic)) else list(topic)
+    try:
+        topics = {Topic(t) for t in wanted}
+    except ValueError:
+        raise ValueError(f"topic: expected one of {', '.join(t.value for t in Topic)}, got {topic!r}") from None
+    return [it for it in items if it.topic in topics]
+
+
+def to_json(items: list[Item], *, gpu: str, setup: dict | None = None) -> dict:
+    """The JSON document ``sm120lab recommend --json`` writes."""
+    return {"gpu": gpu, "setup": setup or {}, "items": [it.to_dict() for it in items],
+            "evidence_levels": [e.value for e in Evidence]}

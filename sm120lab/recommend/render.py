@@ -1,0 +1,77 @@
+"""Show the guide: a rich table in a terminal, an HTML table in a notebook, markdown for files."""
+
+from __future__ import annotations
+
+import html
+
+from .core import Evidence, Item
+
+COLUMNS = ("setting", "value", "evidence", "source", "why")
+_STYLE = {Evidence.SM120_RUN: "bold green", Evidence.H200_RUN: "cyan", Evidence.COMPILE: "blue",
+          Evidence.EMULATION: "magenta", Evidence.SOURCE_READING: "yellow"}
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and shell.__class__.__name__ == "ZMQInteractiveShell"
+
+
+def _cells(it: Item, with_here: bool) -> list[str]:
+    cells = [it.setting, it.value, it.evidence.value, it.source, it.why]
+    if with_here:
+        cells.insert(2, it.here)
+    return cells
+
+
+def to_markdown(items: list[Item]) -> str:
+    """A markdown table of ``items`` (pipes escaped), with a ``this machine`` column when any
+    item carries one."""
+    with_here = any(it.here for it in items)
+    cols = list(COLUMNS)
+    if with_here:
+        cols.insert(2, "this machine")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for it in items:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(it, with_here)) + " |")
+    return "\n".join(lines)
+
+
+def to_html(items: list[Item]) -> str:
+    with_here = any(it.here for it in items)
+    cols = list(COLUMNS)
+    if with_here:
+        cols.insert(2, "this machine")
+    head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
+    rows = "".join("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top'>{html.escape(c)}</td>"
+                                    for c in _cells(it, with_here)) + "</tr>" for it in items)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def show(items: list[Item], *, title: str | None = None, console=None) -> None:
+    """Display ``items``: an HTML table in a Jupyter notebook, a rich table in a terminal."""
+    if console is None and _in_notebook():
+        from IPython.display import HTML, display
+
+        display(HTML((f"<h4>{html.escape(title)}</h4>" if title else "") + to_html(items)))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    with_here = any(it.here for it in items)
+    table = Table(title=title, show_lines=True, expand=True)
+    table.add_column("setting", style="bold", ratio=2)
+    table.add_column("value", ratio=3)
+    if with_here:
+        table.add_column("this machine", ratio=2)
+    table.add_column("evidence", min_width=14, no_wrap=True)
+    table.add_column("source", ratio=2, overflow="fold")
+    table.add_column("why", ratio=5)
+    for it in items:
+        cells = [it.setting, it.value] + ([it.here] if with_here else []) + [
+            f"[{_STYLE[it.evidence]}]{it.evidence.value}[/]", it.source, it.why]
+        table.add_row(*cells)
+    (console or Console()).print(table)
