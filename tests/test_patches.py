@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import random
 import shutil
@@ -18,14 +19,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.utils import canonicalize_name
 
 from sm120lab.cli import main as cli_main
 from sm120lab.patches import engine
 from sm120lab.patches import textmatch as tm
 from sm120lab.patches.site import locate
 from sm120lab.patches.spec import SpecError, all_spec_files, load_specs
-from sm120lab.patches.wheels import download_wheel, evidence_quotes, fetch_for_audit, wheel_subset
-from sm120lab.pypi_wheels import INDEX
+from sm120lab.patches.wheels import download_wheel, evidence_quotes, fetch_for_audit, spec_members, wheel_subset
 
 pytestmark = pytest.mark.network
 
@@ -57,7 +60,13 @@ def fi_new() -> Path:
 
 
 def _copy_site(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(INDEX, engine.STATE_DIR))
+    """The files the specs touch and the dist-info METADATA (the shared extraction folder may
+    hold the whole wheel when another test extracted it)."""
+    name, version = next(src.glob("*.dist-info")).name[:-len(".dist-info")].split("-")
+    for rel in [*spec_members(canonicalize_name(name), version), *(p.relative_to(src).as_posix() for p in src.glob("*.dist-info/METADATA"))]:
+        if (src / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / rel, dst / rel)
     return dst
 
 
@@ -478,3 +487,214 @@ def test_audit_available_gives_one_line_reasons(tmp_path, monkeypatch):
     (why,) = bad.not_audited.values()
     assert "pip download flashinfer-python==0.6.5.post999 failed" in why and "\n" not in why
     assert all("\n" not in line for line in bad.lines())
+
+
+# --- nothing lost, nothing half-done (issue: revert/apply with bad manifests, failed writes, kills) ----
+
+TWO_FILES = ["fi-jit-moe-sm100-major-12", "fi-trtllm-launcher-major-ge-10"]
+THREE_FILES = TWO_FILES + ["fi-compilation-context-arch-suffix"]
+
+
+def _fresh(fi_old, where: Path):
+    site = _copy_site(fi_old, where)
+    tree = locate("flashinfer-python", "flashinfer", site)
+    return site, tree, load_specs("flashinfer", tree.version)
+
+
+def _site_files(site: Path) -> dict[str, str]:
+    return {k: v for k, v in _hashes(site).items() if not k.startswith(engine.STATE_DIR)}
+
+
+def test_revert_with_an_emptied_manifest_keeps_the_backups_and_refuses(fi_old, tmp_path):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    out = engine.apply(tree, specs, TWO_FILES)
+    mpath = engine.manifest_path(tree)
+    manifest = json.loads(mpath.read_text())
+    manifest["files"] = {}
+    mpath.write_text(json.dumps(manifest))
+    snapshot = _hashes(site)
+    with pytest.raises(engine.PatchError, match="refusing to delete the backups"):
+        engine.revert(tree, specs)
+    assert _hashes(site) == snapshot  # still patched, every backup still there
+    for c in out.changes:
+        assert (engine.state_dir(tree) / "backup" / c.rel).read_bytes() == c.old
+
+
+@pytest.mark.parametrize("bad", [
+    [], "manifest", 3, None,
+    {"package": "flashinfer-python", "version": "0.6.5"},
+    {"package": "flashinfer-python", "version": "0.6.5", "files": []},
+    {"package": "vllm", "version": "0.6.5", "files": {}},
+    {"package": "flashinfer-python", "version": "0.6.5", "files": {}, "surprise": 1},
+])
+def test_manifest_of_the_wrong_shape_is_refused_in_one_line(fi_old, tmp_path, bad):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    engine.apply(tree, specs, TWO_FILES)
+    engine.manifest_path(tree).write_text(json.dumps(bad))
+    snapshot = _hashes(site)
+    for action in (lambda: engine.revert(tree, specs), lambda: engine.apply(tree, specs, ["fi-jit-moe-sm103-major-12"])):
+        with pytest.raises(engine.PatchError, match="not a valid sm120lab manifest") as exc:
+            action()
+        assert "force-reinstall" in str(exc.value) and "\n" not in str(exc.value)
+    assert _hashes(site) == snapshot
+
+
+def test_binary_manifest_is_refused(fi_old, tmp_path):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    engine.apply(tree, specs, TWO_FILES)
+    engine.manifest_path(tree).write_bytes(b"\xff\xfe\x00binary\x89PNG")
+    with pytest.raises(engine.PatchError, match="not a readable JSON manifest"):
+        engine.revert(tree, specs)
+
+
+@pytest.mark.parametrize("rel", ["../x", "/tmp/sm120lab-outside", "flashinfer/../../x", "flashinfer\\..\\x",
+                                 ".sm120lab-patches/flashinfer-python/manifest.json", "", "./flashinfer/__init__.py"])
+def test_manifest_path_outside_the_site_is_refused(fi_old, tmp_path, rel):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    engine.apply(tree, specs, TWO_FILES)
+    mpath = engine.manifest_path(tree)
+    manifest = json.loads(mpath.read_text())
+    data = b"outside\n"
+    manifest["files"][rel] = {"original_sha256": hashlib.sha256(data).hexdigest(),
+                              "new_sha256": hashlib.sha256(b"x").hexdigest(), "backup": f"backup/{rel}", "patches": []}
+    mpath.write_text(json.dumps(manifest))
+    (engine.state_dir(tree) / "backup" / "x").write_bytes(data)
+    outside = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(engine.PatchError, match="not a relative path inside"):
+        engine.revert(tree, specs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == outside and not Path("/tmp/sm120lab-outside").exists()
+
+
+def _fail_on(monkeypatch, victim: str):
+    """Make the atomic write of ``victim`` fail like a read-only file would."""
+    real = engine.write_bytes_atomic
+
+    def write(path, data, **kw):
+        if str(path).endswith(victim) and engine.STATE_DIR not in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, data, **kw)
+    monkeypatch.setattr(engine, "write_bytes_atomic", write)
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_apply_failing_on_a_later_file_restores_every_file(fi_old, tmp_path, monkeypatch, earlier):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    if earlier:  # an earlier apply's manifest and backups must come back unchanged
+        engine.apply(tree, specs, ["fi-jit-moe-sm103-major-12"])
+    before = _hashes(site)
+    planned, _ = engine.plan_apply(tree, specs, THREE_FILES)
+    assert len(planned) == 3
+    _fail_on(monkeypatch, planned[1].rel)
+    with pytest.raises(engine.PatchError, match="every file was restored"):
+        engine.apply(tree, specs, THREE_FILES)
+    assert _hashes(site) == before  # files, manifest and backups exactly as before
+
+
+def test_read_only_target_is_refused_before_anything_is_written(fi_old, tmp_path, monkeypatch):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    before = _hashes(site)
+    planned, _ = engine.plan_apply(tree, specs, THREE_FILES)
+    victim = site / planned[2].rel
+    if os.geteuid() == 0:  # root ignores permission bits: make the check see what a user would
+        real = os.access
+        monkeypatch.setattr(engine.os, "access", lambda p, m: False if Path(p) == victim else real(p, m))
+    else:
+        victim.chmod(0o444)
+        victim.parent.chmod(0o555)
+    try:
+        with pytest.raises(engine.PatchError, match="no write permission"):
+            engine.apply(tree, specs, THREE_FILES)
+    finally:
+        victim.parent.chmod(0o755)
+        victim.chmod(0o644)
+    assert _hashes(site) == before and not (site / engine.STATE_DIR).exists()
+
+
+def _cli_killed_at(site: Path, step: int, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **{engine.KILL_ENV: str(step)})
+    return subprocess.run([sys.executable, "-m", "sm120lab", "patch", *args, "--site", str(site)],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_kill_at_every_step_of_apply_and_revert_leaves_old_or_new_and_revert_recovers(fi_old, tmp_path):
+    site, tree, specs = _fresh(fi_old, tmp_path / "pristine")
+    before = _hashes(site)
+    planned, _ = engine.plan_apply(tree, specs, THREE_FILES)
+    old = {c.rel: c.old for c in planned}
+    new = {c.rel: c.new for c in planned}
+    n_apply = 3 + 1 + 3 + 1  # backups, manifest, files, final manifest
+    n_revert = 3 + 1  # files, backup removal
+    for action, steps in (("apply", n_apply), ("revert", n_revert)):
+        for step in range(1, steps + 2):
+            run_site = tmp_path / f"{action}-{step}"
+            shutil.copytree(site, run_site)
+            if action == "revert":
+                engine.apply(locate("flashinfer-python", "flashinfer", run_site), specs, THREE_FILES)
+            args = ["apply", "--only", *THREE_FILES] if action == "apply" else ["revert"]
+            proc = _cli_killed_at(run_site, step, *args)
+            killed = proc.returncode == -9
+            assert killed == (step <= steps), (action, step, proc.returncode, proc.stderr[-500:])
+            for rel in old:
+                assert (run_site / rel).read_bytes() in (old[rel], new[rel]), (action, step, rel)
+            engine.revert(locate("flashinfer-python", "flashinfer", run_site), specs)  # recovers everything
+            assert _hashes(run_site) == before, (action, step)
+            shutil.rmtree(run_site)
+
+
+_RELS = st.sampled_from([
+    "flashinfer/jit/fused_moe.py", "flashinfer/compilation_context.py", "flashinfer/__init__.py",
+    "../x", "../../etc/passwd", "/tmp/sm120lab-abs", "flashinfer/../../x", "flashinfer/../x", "a\\b", "",
+    ".sm120lab-patches/flashinfer-python/manifest.json", "flashinfer//x", "./x", "nonexistent/file.py",
+])
+_HEXES = st.one_of(st.text("0123456789abcdef", min_size=64, max_size=64), st.text(max_size=5), st.integers())
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                     max_leaves=8)
+_ENTRY = st.one_of(_JSON, st.fixed_dictionaries(
+    {"original_sha256": _HEXES, "new_sha256": _HEXES, "backup": st.one_of(st.just("backup/"), st.text(max_size=12)),
+     "patches": st.one_of(st.lists(st.text(max_size=6), max_size=2), _JSON)}))
+_MANIFEST = st.one_of(_JSON, st.fixed_dictionaries(
+    {"package": st.sampled_from(["flashinfer-python", "vllm", 3]), "version": st.just("0.6.5"),
+     "files": st.one_of(st.dictionaries(_RELS, _ENTRY, max_size=4), _JSON)},
+    optional={"tool": _JSON, "complete": st.booleans(), "extra": _JSON}))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(manifest=_MANIFEST, keep_real=st.booleans(), action=st.sampled_from(["revert", "apply", "status"]))
+def test_random_manifests_never_traceback_escape_or_lose_a_backup(fi_old, tmp_path_factory, manifest, keep_real, action):
+    """Whatever the manifest holds: a PatchError or success, no write outside the site, and no
+    backup deleted while its target differs from it."""
+    base = tmp_path_factory.mktemp("prop")
+    site, tree, specs = _fresh(fi_old, base / "site")
+    engine.apply(tree, specs, TWO_FILES)
+    mpath = engine.manifest_path(tree)
+    real = json.loads(mpath.read_text())
+    if keep_real and isinstance(manifest, dict) and isinstance(manifest.get("files"), dict):
+        manifest["files"].update(real["files"])  # valid entries beside the random ones
+    mpath.write_text(json.dumps(manifest))
+    backups = {p: p.read_bytes() for p in (engine.state_dir(tree) / "backup").rglob("*") if p.is_file()}
+    outside = sorted(str(p) for p in base.rglob("*") if site not in p.parents and p != site)
+    try:
+        if action == "revert":
+            engine.revert(tree, specs)
+        elif action == "apply":
+            engine.apply(tree, specs, ["fi-jit-moe-sm103-major-12"])
+        else:
+            assert cli_main(["patch", "status", "--site", str(site)]) == 0
+    except engine.PatchError as exc:
+        assert str(exc)
+    assert sorted(str(p) for p in base.rglob("*") if site not in p.parents and p != site) == outside
+    assert not Path("/tmp/sm120lab-abs").exists()
+    for backup, data in backups.items():
+        rel = backup.relative_to(engine.state_dir(tree) / "backup")
+        assert backup.is_file() or (site / rel).read_bytes() == data, f"backup of {rel} lost while the file differs"
+    shutil.rmtree(base)
+
+
+def test_cli_unwritable_json_is_one_line(fi_old, tmp_path, capsys):
+    site = _copy_site(fi_old, tmp_path / "site")
+    (tmp_path / "a-file").write_text("a file, not a folder")
+    for bad in (tmp_path / "a-file" / "a.json", tmp_path):  # under a file / a directory
+        assert cli_main(["patch", "status", "--site", str(site), "--json", str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("--json: cannot write") and "\n" not in err

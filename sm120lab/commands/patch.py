@@ -39,7 +39,14 @@ def run(args) -> int:
 
     from ..patches import audit, engine
     from ..patches.site import SiteError, locate
-    from ..patches.spec import SpecError, load_specs, normalize_package, supported_ranges
+    from ..patches.spec import (
+        Classification,
+        SpecError,
+        import_name_of,
+        load_specs,
+        normalize_package,
+        supported_ranges,
+    )
 
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 150)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -51,7 +58,7 @@ def run(args) -> int:
     if args.only and args.action != "apply":
         err.print("--only: only `apply` takes patch ids; `revert` restores every file it patched, byte for byte")
         return 2
-    import_name = "flashinfer" if package == "flashinfer-python" else package
+    import_name = import_name_of(package)
     try:
         tree = locate(package, import_name, args.site)
         specs = load_specs(package, tree.version)
@@ -66,9 +73,9 @@ def run(args) -> int:
     if args.action == "apply" and args.only:
         for pid in args.only:
             p = next((p for p in specs.patches if p.id == pid), None)
-            if p is not None and p.classification != "needed":
-                console.print(f"[yellow]warning:[/yellow] {pid} is classified {p.classification}"
-                              + (": it unlocks a path with no SM120 kernels" if p.classification == "harmful" else
+            if p is not None and p.classification != Classification.NEEDED:
+                console.print(f"[yellow]warning:[/yellow] {pid} is classified {p.classification.value}"
+                              + (": it unlocks a path with no SM120 kernels" if p.classification == Classification.HARMFUL else
                                  ": it is not needed for this version"))
     try:
         if args.action == "apply":
@@ -139,10 +146,16 @@ def _status(console, tree, specs, args, audit) -> int:
     console.print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())), markup=False)
     if args.json:
         from ..atomic_io import write_json_atomic
+        from ..cmdline import command_line
         from ..envinfo import collect
 
-        write_json_atomic(args.json, {"package": tree.package, "version": tree.version, "root": str(tree.root),
-                                      "rows": rows, "settings": audit.settings_rows(specs),
-                                      "command": " ".join(sys.argv), "env": collect()})
+        try:
+            write_json_atomic(args.json, {"package": tree.package, "version": tree.version, "root": str(tree.root),
+                                          "rows": rows, "settings": audit.settings_rows(specs),
+                                          "command": command_line("sm120lab"), "env": collect()})
+        except OSError as exc:
+            print(f"--json: cannot write {args.json} ({exc.strerror or exc}); expected a writable file path",
+                  file=sys.stderr)
+            return 2
         console.print(f"wrote {args.json}")
     return 0
