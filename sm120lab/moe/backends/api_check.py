@@ -582,6 +582,60 @@ def build_index(root: Path | None = None) -> dict:
             "test": "tests/test_backend_api.py binds every adapter call against each checked version"}
 
 
+def _params_shape(params) -> list[list]:
+    return [[p["name"], p["kind"], p["default"] is not None] for p in params]
+
+
+def _live_params(obj, *, drop_first: bool) -> list[dict]:
+    sig = inspect.signature(obj)
+    out = [{"name": p.name, "kind": p.kind.name, "default": None if p.default is p.empty else "x"}
+           for p in sig.parameters.values()]
+    return out[1:] if drop_first and out else out
+
+
+def crosscheck(record: dict) -> dict:
+    """Compare each found target of ``record`` with ``inspect`` on the IMPORTED package.
+
+    Run it in a process where the package (the same version) is importable. Returns
+    key -> "equal" | "differs: ..." | "skipped: ...".
+    """
+    import importlib
+
+    out = {}
+    for key, rec in record["targets"].items():
+        if not rec["found"]:
+            continue
+        mod, name = key.split(":")
+        try:
+            obj = importlib.import_module(mod)
+            parent = None
+            for part in name.split("."):
+                parent, obj = obj, getattr(obj, part)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a result to report
+            out[key] = f"differs: cannot import ({type(exc).__name__}: {exc})"
+            continue
+        if rec["kind"] == "property":
+            out[key] = "skipped: property"
+            continue
+        if rec["kind"] == "enum":
+            live = [m.name for m in obj]
+            out[key] = "equal" if live == rec["members"] else f"differs: members {live}"
+            continue
+        if "params" not in rec:
+            out[key] = "skipped: no recorded constructor"
+            continue
+        is_method = isinstance(parent, type) and not isinstance(inspect.getattr_static(parent, name.split(".")[-1]),
+                                                                 staticmethod)
+        try:
+            live = _live_params(obj, drop_first=is_method)
+        except (TypeError, ValueError) as exc:
+            out[key] = f"skipped: no signature ({exc})"
+            continue
+        a, b = _params_shape(rec["params"]), _params_shape(live)
+        out[key] = "equal" if a == b else f"differs: recorded {a} vs imported {b}"
+    return out
+
+
 def _write(path: Path, obj: dict) -> None:
     from sm120lab.atomic_io import write_json_atomic
 
@@ -598,6 +652,11 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("version")
     ex.add_argument("--wheel", type=Path, help="a local .whl (default: download once into the cache)")
     ex.add_argument("--out", type=Path, help="folder to write into (default: data/api)")
+    cx = sub.add_parser("crosscheck", help="compare a record with inspect.signature of the imported package "
+                                           "(run where that version imports, e.g. PYTHONPATH=<unpacked wheel>)")
+    cx.add_argument("dist", choices=sorted(TARGETS))
+    cx.add_argument("version")
+    cx.add_argument("--out", type=Path, help="folder of the records (default: data/api)")
     ix = sub.add_parser("index", help="rewrite data/api/index.json from the records and the adapters")
     ix.add_argument("--out", type=Path, help="folder (default: data/api)")
     args = ap.parse_args(argv)
@@ -625,6 +684,27 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(f['found'] for f in rec['facts'].values())}/{len(rec['facts'])} facts)")
         for k in missing:
             print(f"  absent in {args.version}: {k} ({rec['targets'][k]['reason']})")
+    if args.cmd == "crosscheck":
+        from importlib import metadata
+
+        rec = load_record(args.dist, args.version, args.out)
+        try:
+            live_version = metadata.version(args.dist)
+        except metadata.PackageNotFoundError:
+            live_version = None
+        if live_version != args.version:
+            raise SystemExit(f"version: the importable {args.dist} is {live_version}, not {args.version}")
+        result = crosscheck(rec)
+        import platform
+
+        rec["import_check"] = {"command": command_line("python -m sm120lab.moe.backends.api_check", argv_list),
+                               "python": platform.python_version(), "result": result}
+        _write(record_path(args.dist, args.version, args.out), rec)
+        bad = {k: v for k, v in result.items() if v.startswith("differs")}
+        print(f"{args.dist} {args.version}: {len(result) - len(bad)}/{len(result)} targets agree with the import")
+        for k, v in bad.items():
+            print(f"  {k}: {v}")
+        return 1 if bad else 0
     out = api_dir(args.out) / "index.json"
     _write(out, build_index(args.out))
     print(f"wrote {out}")
