@@ -3,12 +3,13 @@ subprocess), cached per cell (:mod:`.cell`), written atomically as JSON with env
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..atomic_io import write_json_atomic
 from ..toolchains import discover, find_sass_tool, get_toolkit
@@ -17,7 +18,14 @@ from .cell import compile_cell
 from .probes import PROBES, Probe, get_probe
 from .targets import Target, default_targets, parse_target
 
-DEFAULT_JSON = Path("data") / "archflags" / "matrix.json"
+DEFAULT_JSON = Path("data") / "archflags" / "matrix.json"  # relative to the repository root
+
+
+def default_json() -> Path:
+    """The committed matrix: ``<repo>/data/archflags/matrix.json`` (``$SM120LAB_ROOT`` honoured)."""
+    from ..paths import repo_root
+
+    return repo_root() / DEFAULT_JSON
 
 
 def resolve(toolkits: Iterable[str] | None, targets: Iterable[str] | None,
@@ -71,9 +79,76 @@ def run_matrix(toolkits: list[Toolkit], targets: list[Target], probes: list[Prob
     }
 
 
-def write_matrix(result: dict, path: str | os.PathLike = DEFAULT_JSON, command: str | None = None) -> Path:
+def cell_key(cell: dict) -> tuple[str, str, str]:
+    """A cell's identity: ``(toolkit, probe, target)``."""
+    return (cell["toolkit"], cell["probe"], cell["target"])
+
+
+class MatrixFileError(ValueError):
+    """The existing matrix file cannot be read or merged (message names the file)."""
+
+
+def read_matrix(path: str | os.PathLike) -> dict | None:
+    """The matrix at ``path``, or None when there is no file; raises :class:`MatrixFileError`."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MatrixFileError(f"--json: {path} exists but is not a readable matrix JSON "
+                              f"({type(exc).__name__}); move it away or pass another --json") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list) or \
+            not all(isinstance(c, dict) and {"toolkit", "probe", "target"} <= set(c) for c in data["cells"]):
+        raise MatrixFileError(f"--json: {path} exists but is not an archflags matrix (no 'cells' list of "
+                              "toolkit/probe/target cells); move it away or pass another --json")
+    return data
+
+
+def merge_matrix(old: dict, new: dict) -> dict:
+    """``old`` with ``new``'s cells replacing the cells of the same (toolkit, probe, target) and
+    the rest kept: a partial run never shrinks the matrix. Toolkits, targets and probes are united;
+    each merge is listed under ``updates``."""
+    cells = {cell_key(c): c for c in old["cells"]}
+    for c in new["cells"]:
+        cells[cell_key(c)] = c
+    merged = dict(old)
+    tk = {t["name"]: t for t in old.get("toolkits", [])} | {t["name"]: t for t in new.get("toolkits", [])}
+    merged["toolkits"] = list(tk.values())
+    merged["targets"] = list(dict.fromkeys([*old.get("targets", []), *new.get("targets", [])]))
+    merged["probes"] = {**old.get("probes", {}), **new.get("probes", {})}
+    if new.get("triton"):
+        merged["triton"] = new["triton"]
+    merged["cells"] = list(cells.values())
+    return merged
+
+
+def write_matrix(result: dict, path: str | os.PathLike | None = None, command: str | None = None,
+                 *, replace: bool = False) -> tuple[Path, int]:
+    """Write ``result`` to ``path`` atomically, merged into the matrix already there unless
+    ``replace``; returns ``(path, cells kept from the earlier file)``.
+
+    Raises:
+        MatrixFileError: the existing file is not a matrix.
+        OSError: ``path`` cannot be written.
+    """
     from .. import envinfo
+    from ..cmdline import command_line
+
+    path = default_json() if path is None else path
+    command = command if command is not None else command_line("sm120lab")
     out = dict(result)
-    out["command"] = command if command is not None else " ".join(sys.argv)
+    out["command"] = command
     out["envinfo"] = envinfo.collect()
-    return write_json_atomic(path, out)
+    old = None if replace else read_matrix(path)
+    kept = 0
+    if old is not None:
+        new_keys = {cell_key(c) for c in result["cells"]}
+        kept = sum(cell_key(c) not in new_keys for c in old["cells"])
+        merged = merge_matrix(old, out)
+        merged["command"], merged["envinfo"] = old.get("command"), old.get("envinfo")
+        merged["updates"] = [*old.get("updates", []), {
+            "command": command, "cells": len(result["cells"]), "envinfo": out["envinfo"],
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]
+        out = merged
+    return write_json_atomic(path, out), kept

@@ -17,7 +17,10 @@ def register(subparsers) -> None:
                    help="probes (default: all): names of sm120lab/kernels/probes/*.cu and/or triton_dot_bf16, "
                         "triton_dot_scaled_mxfp4, triton_dot_scaled_nvfp4")
     p.add_argument("--json", metavar="FILE", default=None,
-                   help="output JSON (default data/archflags/matrix.json)")
+                   help="output JSON (default data/archflags/matrix.json); cells are merged into the "
+                        "matrix already there (same toolkit/probe/target replaced, the rest kept)")
+    p.add_argument("--replace", action="store_true",
+                   help="write exactly this run's cells, dropping the cells already in --json")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiles (default 2)")
     p.add_argument("--no-cache", action="store_true", help="recompile cached cells")
     p.add_argument("--no-triton", action="store_true", help="skip the Triton AOT rows")
@@ -27,14 +30,20 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import shlex
     import sys
 
     from ..archflags import matrix as mx
     from ..archflags.summary import cell_code
-
     from ..archflags.triton_aot import DEFAULT_CCS, TRITON_PROBES
+    from ..cmdline import command_line
 
+    out = args.json or mx.default_json()
+    try:
+        if not args.replace:
+            mx.read_matrix(out)  # refuse an unreadable file before compiling anything
+    except mx.MatrixFileError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     triton_asked = [p for p in (args.probe or []) if p in TRITON_PROBES]
     cpp_asked = [p for p in (args.probe or []) if p not in TRITON_PROBES]
     try:
@@ -55,13 +64,18 @@ def run(args) -> int:
             result["triton"] = {"toolkit": rows[0]["toolkit"] if rows else None}
         except (ImportError, RuntimeError) as exc:
             print(f"archflags: Triton rows skipped: {exc}", file=sys.stderr)
-    out = args.json or mx.DEFAULT_JSON
-    command = "sm120lab " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "sm120lab archflags"
-    mx.write_matrix(result, out, command=command)
+    try:
+        _, kept = mx.write_matrix(result, out, command=command_line("sm120lab"), replace=args.replace)
+    except mx.MatrixFileError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"--json: cannot write {out} ({exc.strerror or exc}); expected a writable file path", file=sys.stderr)
+        return 2
     counts: dict[str, int] = {}
     for c in result["cells"]:
         counts[cell_code(c)] = counts.get(cell_code(c), 0) + 1
     print(f"{len(result['cells'])} cells ({result['cells_compiled']} compiled, rest cached) in "
           f"{result['wall_seconds']} s: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    print(f"wrote {out}")
+    print(f"wrote {out}" + (f" (merged: {kept} earlier cells kept)" if kept else ""))
     return 0
