@@ -9,10 +9,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sm120lab.nvfp4 import (E2M1_VALUES, NVFP4Tensor, default_global_scale, dequantize_mxfp4,
-                            dequantize_nvfp4, e2m1_decode, e8m0_to_float, gemm_alpha_from_modelopt_scales,
-                            global_scale_from_modelopt_scale, modelopt_scale_from_global_scale, quantize_mxfp4,
-                            quantize_nvfp4, swizzle_scales_128x4, unswizzle_scales_128x4)
+from sm120lab.nvfp4 import (
+    E2M1_VALUES,
+    default_global_scale,
+    dequantize_mxfp4,
+    dequantize_nvfp4,
+    e2m1_decode,
+    e8m0_to_float,
+    gemm_alpha_from_modelopt_scales,
+    global_scale_from_modelopt_scale,
+    modelopt_scale_from_global_scale,
+    quantize_mxfp4,
+    quantize_nvfp4,
+    swizzle_scales_128x4,
+    unswizzle_scales_128x4,
+)
 
 GRID = np.array(E2M1_VALUES[:8])
 finite_f32 = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, width=32)
@@ -227,3 +238,74 @@ def test_modelopt_conversions_are_explicit_inverses():
     assert math.isclose(float(alpha), 1 / (2688.0 * 17.5), rel_tol=1e-6)
     with pytest.raises(ValueError):
         modelopt_scale_from_global_scale(torch.tensor(0.0))
+
+
+# --- values beyond fp32 and malformed quantized tensors (each was accepted silently before) ---
+
+@pytest.mark.parametrize("big", [1e39, -1e300, 3.5e38])
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4"])
+def test_float64_beyond_fp32_range_raises_instead_of_zeros(seed, big, fmt):
+    torch.manual_seed(seed)
+    x = torch.randn(3, 64, dtype=torch.float64)
+    x[1, 17] = big
+    quantize = quantize_nvfp4 if fmt == "nvfp4" else quantize_mxfp4
+    for allow in (False, True):
+        with pytest.raises(ValueError, match=r"1 finite value\(s\) beyond the fp32 range.*index \(1, 17\)"):
+            quantize(x, allow_nonfinite=allow)
+    x[1, 17] = 3.4e38  # the largest fp32 values still quantize
+    assert quantize(x).data.any()
+
+
+def _nvfp4(seed):
+    torch.manual_seed(seed)
+    return quantize_nvfp4(torch.randn(4, 64))
+
+
+def test_dequantize_nvfp4_rejects_malformed_parts(seed):
+    q = _nvfp4(seed)
+    from dataclasses import replace
+    bad = {
+        "uint8 scale": (replace(q, scale=q.scale.view(torch.uint8)), TypeError, "q.scale must be a float8_e4m3fn"),
+        "gs = 0": (replace(q, global_scale=torch.tensor(0.0)), ValueError, "finite and > 0"),
+        "gs < 0": (replace(q, global_scale=torch.tensor(-2.0)), ValueError, "finite and > 0"),
+        "gs inf": (replace(q, global_scale=torch.tensor(float("inf"))), ValueError, "finite and > 0"),
+        "gs int": (replace(q, global_scale=torch.tensor(3)), TypeError, "q.global_scale must be a floating"),
+        "gs shape": (replace(q, global_scale=torch.ones(3)), ValueError, "does not broadcast"),
+        "scale shape": (replace(q, scale=q.scale[:, :2]), ValueError, r"q.scale has shape \(4, 2\), expected \(4, 4\)"),
+        "data shape": (replace(q, data=q.data[:2]), ValueError, r"q.data has shape \(2, 32\)"),
+        "layout": (replace(q, scale_layout="tiled"), ValueError, "scale_layout must be one of"),
+        "dtype": (q, TypeError, "dtype must be"),
+    }
+    for name, (bad_q, exc, msg) in bad.items():
+        with pytest.raises(exc, match=msg):
+            dequantize_nvfp4(bad_q, torch.bfloat16 if name == "dtype" else torch.float32)
+    assert torch.equal(dequantize_nvfp4(q.with_layout("swizzled")), dequantize_nvfp4(q))
+
+
+def test_dequantize_mxfp4_rejects_malformed_parts_and_honours_dtype(seed):
+    from dataclasses import replace
+    torch.manual_seed(seed)
+    x = torch.randn(4, 64)
+    q = quantize_mxfp4(x)
+    ref = dequantize_mxfp4(q, torch.float64)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        out = dequantize_mxfp4(q, dtype)
+        assert out.dtype == dtype and torch.equal(out, ref.to(dtype))  # e2m1 x 2^e: exact in every dtype here
+    for bad_q, exc, msg in (
+        (replace(q, scale=q.scale[:, :1]), ValueError, r"q.scale has shape \(4, 1\), expected \(4, 2\)"),
+        (replace(q, scale=q.scale[:1]), ValueError, r"q.scale has shape \(1, 2\)"),  # used to broadcast
+        (replace(q, scale=q.scale.float()), TypeError, "q.scale must be a uint8"),
+        (replace(q, data=q.data[:, :8]), ValueError, "q.data has shape"),
+    ):
+        with pytest.raises(exc, match=msg):
+            dequantize_mxfp4(bad_q)
+    for dtype in (torch.int32, torch.uint8, "float32"):
+        with pytest.raises(TypeError, match="dtype must be"):
+            dequantize_mxfp4(q, dtype)
+
+
+def test_scale_layout_and_numerics_are_str_enums():
+    from sm120lab.nvfp4 import Numerics, ScaleLayout
+    q = quantize_nvfp4(torch.ones(1, 16), scale_layout="swizzled")
+    assert q.scale_layout is ScaleLayout.SWIZZLED and q.scale_layout == "swizzled" and f"{q.scale_layout}" == "swizzled"
+    assert [n.value for n in Numerics] == ["exact", "w4a16", "w4a4"] and Numerics("w4a4") == "w4a4"

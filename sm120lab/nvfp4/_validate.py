@@ -1,4 +1,5 @@
-"""Input checks shared by the quantizers: dtype/device, finiteness, block divisibility."""
+"""Input checks shared by the quantizers and dequantizers: dtype/device, finiteness, the fp32
+range, block divisibility, the shapes of a quantized tensor's parts."""
 
 from __future__ import annotations
 
@@ -26,6 +27,41 @@ def check_finite(name: str, x: torch.Tensor) -> None:
             f"{name} has {count} non-finite value(s) (NaN/Inf); first at index {first}: "
             f"{x[first].item()!r}. Pass allow_nonfinite=True to saturate Inf to +-6 and map NaN to +6."
         )
+
+
+def check_fp32_range(name: str, x: torch.Tensor) -> None:
+    """Finite values beyond the fp32 range (``|x| > 3.4028e38``, only in float64 input) would turn
+    into Inf in the fp32 arithmetic; raise ``ValueError`` naming how many and the first one."""
+    if x.dtype != torch.float64:
+        return
+    big = torch.isfinite(x) & (x.abs() > torch.finfo(torch.float32).max)
+    count = int(big.sum())
+    if count:
+        first = tuple(int(i) for i in torch.nonzero(big)[0].tolist())
+        raise ValueError(
+            f"{name} has {count} finite value(s) beyond the fp32 range (|x| > {torch.finfo(torch.float32).max:.4g}); "
+            f"first at index {first}: {x[first].item()!r}. The formats compute in fp32: divide x by a power "
+            f"of two first and fold it into the scale.")
+
+
+def check_dtype(name: str, t: object, dtypes: tuple, what: str) -> torch.Tensor:
+    """``t`` must be a torch tensor with one of ``dtypes``; raise ``TypeError`` naming ``name``."""
+    if not isinstance(t, torch.Tensor) or t.dtype not in dtypes:
+        got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+        raise TypeError(f"{name} must be a {what} torch.Tensor, got {got}")
+    return t
+
+
+def check_shape(name: str, t: torch.Tensor, expected: tuple, why: str) -> None:
+    """``t.shape`` must equal ``expected``; raise ``ValueError`` naming both."""
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(expected)} ({why})")
+
+
+def check_out_dtype(dtype: object, allowed: tuple) -> None:
+    if dtype not in allowed:
+        names = " or ".join(f"torch.{str(d).split('.')[-1]}" for d in allowed)
+        raise TypeError(f"dtype must be {names}, got {dtype}")
 
 
 def check_block_divisible(name: str, x: torch.Tensor, block: int, fmt: str) -> None:

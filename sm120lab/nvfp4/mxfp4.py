@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validate import check_block_divisible, check_finite, check_float_tensor
+from ._validate import (
+    check_block_divisible,
+    check_dtype,
+    check_finite,
+    check_float_tensor,
+    check_fp32_range,
+    check_out_dtype,
+    check_shape,
+)
 from .e2m1 import e2m1_decode, e2m1_encode, pack_e2m1, unpack_e2m1
 
 MXFP4_BLOCK = 32
@@ -42,6 +50,7 @@ def quantize_mxfp4(x: torch.Tensor, *, allow_nonfinite: bool = False) -> MXFP4Te
     check_block_divisible("x", x, MXFP4_BLOCK, "MXFP4")
     if not allow_nonfinite:
         check_finite("x", x)
+    check_fp32_range("x", x)
     lead, k = tuple(x.shape[:-1]), x.shape[-1]
     blocks = x.to(torch.float32).reshape(*lead, k // MXFP4_BLOCK, MXFP4_BLOCK)
     finite_abs = torch.where(torch.isfinite(blocks), blocks.abs(), torch.zeros((), device=x.device))
@@ -54,10 +63,31 @@ def quantize_mxfp4(x: torch.Tensor, *, allow_nonfinite: bool = False) -> MXFP4Te
     return MXFP4Tensor(data=pack_e2m1(codes), scale=biased, shape=x.shape)
 
 
+DEQUANT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
 def dequantize_mxfp4(q: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """MXFP4 -> ``e2m1(q) * 2^(scale-127)``."""
+    """MXFP4 -> ``e2m1(q) * 2^(scale-127)`` in ``dtype``.
+
+    Args:
+        q: the quantized tensor; ``data`` uint8 ``[..., K/2]``, ``scale`` uint8 ``[..., K/32]``.
+        dtype: float32 (default), float64, float16 or bfloat16 (the last two round, and
+            overflow or flush to zero for scales far from 2^0).
+
+    Raises:
+        TypeError: not an MXFP4Tensor, wrong part dtypes, or an unsupported ``dtype``.
+        ValueError: parts whose shapes do not match ``q.shape``.
+    """
     if not isinstance(q, MXFP4Tensor):
         raise TypeError(f"q must be an MXFP4Tensor, got {type(q).__name__}")
+    check_out_dtype(dtype, DEQUANT_DTYPES)
+    check_dtype("q.data", q.data, (torch.uint8,), "uint8 (two packed E2M1 codes per byte)")
+    check_dtype("q.scale", q.scale, (torch.uint8,), "uint8 (E8M0 biased exponents)")
+    if q.block_size != MXFP4_BLOCK or len(q.shape) == 0 or q.shape[-1] % MXFP4_BLOCK:
+        raise ValueError(f"q: block_size {q.block_size} and shape {tuple(q.shape)} are not MXFP4 "
+                         f"(block {MXFP4_BLOCK}, last dimension a multiple of it)")
     lead, k = tuple(q.shape[:-1]), q.shape[-1]
+    check_shape("q.data", q.data, (*lead, k // 2), "two codes per byte along the last dimension")
+    check_shape("q.scale", q.scale, (*lead, k // MXFP4_BLOCK), f"one scale per {MXFP4_BLOCK} elements")
     vals = e2m1_decode(unpack_e2m1(q.data), dtype=dtype).reshape(*lead, k // q.block_size, q.block_size)
     return (vals * e8m0_to_float(q.scale, dtype).unsqueeze(-1)).reshape(q.shape)

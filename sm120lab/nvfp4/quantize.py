@@ -11,23 +11,65 @@ Encode (global scale ``gs``, the quantize-side convention of TRT-LLM/FlashInfer/
 Decode: ``x_i ~= e2m1(q_i) * float(SF_b) / gs``. All arithmetic is fp32 in this order, which is
 the order of TRT-LLM's ``cvt_warp_fp16_to_fp4`` (with exact instead of approximate reciprocals),
 so this is the bit-exact reference a hardware quantizer is diffed against. Sources: NVIDIA
-TensorRT Model Optimizer NVFP4 recipe; PTX ISA ``cvt`` (.e2m1x2, .e4m3x2, .satfinite);
-``../shared/research/landscape.md`` "NVFP4 facts".
+TensorRT Model Optimizer NVFP4 recipe; PTX ISA ``cvt`` (.e2m1x2, .e4m3x2, .satfinite).
+
+Block scales are FP8 E4M3 (``float8_e4m3fn``): 1 sign, 4 exponent (bias 7), 3 mantissa bits,
+max finite 448, no Inf (OCP 8-bit Floating Point Specification (OFP8) rev 1.0). They are
+non-negative; conversion is round-to-nearest-even with saturation to 448
+(``cvt.rn.satfinite.e4m3x2.f32``), which torch's cast gives after a clamp.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 
 import torch
 
-from ._validate import check_block_divisible, check_finite, check_float_tensor, check_same_device
+from ._validate import (
+    check_block_divisible,
+    check_dtype,
+    check_finite,
+    check_float_tensor,
+    check_fp32_range,
+    check_out_dtype,
+    check_same_device,
+    check_shape,
+)
 from .e2m1 import E2M1_MAX, e2m1_decode, e2m1_encode, pack_e2m1, unpack_e2m1
-from .e4m3 import E4M3_MAX, e4m3_round_satfinite
 from .swizzle import swizzle_scales_128x4, unswizzle_scales_128x4
 
 NVFP4_BLOCK = 16
-SCALE_LAYOUTS = ("linear", "swizzled")
+E4M3_MAX = 448.0
+
+
+class ScaleLayout(str, Enum):
+    """Where an NVFP4 tensor's block scales sit (a str-Enum: equal to its value, e.g. ``"linear"``)."""
+
+    LINEAR = "linear"      # [..., K/16], row-major
+    SWIZZLED = "swizzled"  # the 128x4 tiled layout the tensor cores read (:mod:`.swizzle`)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Numerics(str, Enum):
+    """What a backend computes, which decides the output it is compared with (a str-Enum)."""
+
+    EXACT = "exact"    # the unquantized reference itself
+    W4A16 = "w4a16"    # NVFP4 weights, 16-bit activations
+    W4A4 = "w4a4"      # NVFP4 weights and NVFP4-quantized activations
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SCALE_LAYOUTS = tuple(v.value for v in ScaleLayout)
+
+
+def e4m3_round_satfinite(x: torch.Tensor) -> torch.Tensor:
+    """fp32 -> float8_e4m3fn, RNE, |x| > 448 saturating to +-448 (NaN stays NaN)."""
+    return x.float().clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
 
 @dataclass(frozen=True)
@@ -45,7 +87,7 @@ class NVFP4Tensor:
     scale: torch.Tensor
     global_scale: torch.Tensor
     shape: torch.Size
-    scale_layout: str = "linear"
+    scale_layout: ScaleLayout = ScaleLayout.LINEAR
     block_size: int = NVFP4_BLOCK
 
     def linear_scale(self) -> torch.Tensor:
@@ -63,9 +105,9 @@ class NVFP4Tensor:
         lin = self.scale if len(self.shape) >= 2 else self.scale.reshape(1, -1)
         return swizzle_scales_128x4(lin)
 
-    def with_layout(self, scale_layout: str) -> "NVFP4Tensor":
+    def with_layout(self, scale_layout: str) -> NVFP4Tensor:
         """The same tensor with its scales in the other layout."""
-        _check_layout(scale_layout)
+        scale_layout = _check_layout(scale_layout)
         if scale_layout == self.scale_layout:
             return self
         scale = self.linear_scale() if scale_layout == "linear" else self.swizzled_scale()
@@ -76,9 +118,11 @@ class NVFP4Tensor:
         return unpack_e2m1(self.data)
 
 
-def _check_layout(scale_layout: str) -> None:
-    if scale_layout not in SCALE_LAYOUTS:
-        raise ValueError(f"scale_layout must be one of {SCALE_LAYOUTS}, got {scale_layout!r}")
+def _check_layout(scale_layout: object) -> ScaleLayout:
+    try:
+        return ScaleLayout(scale_layout)
+    except ValueError:
+        raise ValueError(f"scale_layout must be one of {SCALE_LAYOUTS}, got {scale_layout!r}") from None
 
 
 def default_global_scale(x: torch.Tensor) -> torch.Tensor:
@@ -102,10 +146,14 @@ def _prepare_global_scale(global_scale, x: torch.Tensor) -> torch.Tensor:
     if not isinstance(global_scale, torch.Tensor) or not global_scale.is_floating_point():
         raise TypeError(f"global_scale must be a float or a floating torch.Tensor, got {type(global_scale).__name__}")
     check_same_device("global_scale", global_scale, x, "x")
-    gs = global_scale.float()
+    return _check_global_scale(global_scale, x.shape[:-1])
+
+
+def _check_global_scale(gs: torch.Tensor, lead: tuple) -> torch.Tensor:
+    """fp32 ``gs``, checked: finite, > 0, broadcastable to the leading dims ``lead``."""
+    gs = gs.float()
     if not bool(torch.isfinite(gs).all()) or not bool((gs > 0).all()):
         raise ValueError("global_scale must be finite and > 0 (the encode-side gs = 448*6/amax)")
-    lead = x.shape[:-1]
     try:
         torch.broadcast_shapes(gs.shape, lead)
     except RuntimeError as exc:
@@ -136,6 +184,7 @@ def quantize_nvfp4(x: torch.Tensor, global_scale=None, *, scale_layout: str = "l
     check_block_divisible("x", x, NVFP4_BLOCK, "NVFP4")
     if not allow_nonfinite:
         check_finite("x", x)
+    check_fp32_range("x", x)
     gs = _prepare_global_scale(global_scale, x)
 
     shape = x.shape
@@ -167,7 +216,7 @@ def quantize_nvfp4(x: torch.Tensor, global_scale=None, *, scale_layout: str = "l
     codes = e2m1_encode(scaled).reshape(*lead, k)
     data = pack_e2m1(codes)
 
-    q = NVFP4Tensor(data=data, scale=sf, global_scale=gs, shape=shape, scale_layout="linear")
+    q = NVFP4Tensor(data=data, scale=sf, global_scale=gs, shape=shape, scale_layout=ScaleLayout.LINEAR)
     return q.with_layout(scale_layout)
 
 
@@ -179,12 +228,20 @@ def dequantize_nvfp4(q: NVFP4Tensor, dtype: torch.dtype = torch.float32) -> torc
     """
     if not isinstance(q, NVFP4Tensor):
         raise TypeError(f"q must be an NVFP4Tensor, got {type(q).__name__}")
-    if q.data.dtype != torch.uint8:
-        raise TypeError(f"q.data must be uint8, got {q.data.dtype}")
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    check_out_dtype(dtype, (torch.float32, torch.float64))
+    _check_layout(q.scale_layout)
+    check_dtype("q.data", q.data, (torch.uint8,), "uint8 (two packed E2M1 codes per byte)")
+    check_dtype("q.scale", q.scale, (torch.float8_e4m3fn,), "float8_e4m3fn (E4M3 block scales)")
+    check_dtype("q.global_scale", q.global_scale, (torch.float32, torch.float64), "floating (fp32 encode-side gs)")
+    if q.block_size != NVFP4_BLOCK or len(q.shape) == 0 or q.shape[-1] % NVFP4_BLOCK:
+        raise ValueError(f"q: block_size {q.block_size} and shape {tuple(q.shape)} are not NVFP4 "
+                         f"(block {NVFP4_BLOCK}, last dimension a multiple of it)")
     lead, k = tuple(q.shape[:-1]), q.shape[-1]
     nb = k // q.block_size
+    check_shape("q.data", q.data, (*lead, k // 2), "two codes per byte along the last dimension")
+    if q.scale_layout == ScaleLayout.LINEAR:
+        check_shape("q.scale", q.scale, (*lead, nb), f"one scale per {NVFP4_BLOCK} elements")
+    _check_global_scale(q.global_scale, lead)
     vals = e2m1_decode(unpack_e2m1(q.data), dtype=dtype).reshape(*lead, nb, q.block_size)
     sf = q.linear_scale().reshape(*lead, nb).to(dtype)
     gs_b = _gs_for_blocks(q.global_scale.to(dtype), len(lead))
