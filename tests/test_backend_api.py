@@ -185,7 +185,7 @@ def install_standins(monkeypatch, record: dict) -> Calls:
             module(".".join(parts[:i]))
     for name, m in modules.items():
         monkeypatch.setitem(sys.modules, name, m)
-    monkeypatch.setattr(_packing, "installed_version", lambda dist: record["version"]
+    monkeypatch.setattr(_packing, "installed_version", lambda dist, module=None: record["version"]
                         if dist == record["dist"] else None)
     return calls
 
@@ -423,6 +423,12 @@ def test_skip_reasons_are_one_line_and_say_unverified(monkeypatch):
     assert all_backends()["flashinfer-cutlass"].version_skip_reason("0.5.3") is not None
 
 
+def test_installed_version_falls_back_to_the_module():
+    assert _packing.installed_version("no-such-dist-sm120lab") is None
+    assert _packing.installed_version("no-such-dist-sm120lab", "torch") == str(torch.__version__)
+    assert _packing.installed_version("no-such-dist-sm120lab", "no_such_module_sm120lab") is None
+
+
 def test_sm12x_rejects_shapes_the_runners_do_not_take():
     from sm120lab.moe.backends.flashinfer_sm12x import check_shape
 
@@ -549,7 +555,7 @@ def _real_flashinfer_version():
         import flashinfer.fused_moe  # noqa: F401
     except Exception:  # noqa: BLE001 - absent, or present but unimportable here
         return None
-    return _packing.installed_version("flashinfer-python")
+    return _packing.installed_version("flashinfer-python", "flashinfer")
 
 
 _REAL_FI = _real_flashinfer_version()

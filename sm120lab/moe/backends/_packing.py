@@ -57,14 +57,27 @@ def activation_gscale(a_gs: torch.Tensor, num_experts: int | None = None) -> tor
 UNVERIFIED = "unverified on SM120 hardware"
 
 
-def installed_version(dist: str) -> str | None:
-    """Version of an installed distribution (``importlib.metadata``), or None."""
-    from importlib import metadata
+def installed_version(dist: str, module: str | None = None) -> str | None:
+    """Version of an installed distribution (``importlib.metadata``), or None.
+
+    Args:
+        dist: distribution name, e.g. ``"flashinfer-python"``.
+        module: import name to ask for ``__version__`` when ``dist`` has no metadata (a source
+            checkout on ``PYTHONPATH``); it is imported only in that case.
+    """
+    from importlib import import_module, metadata
 
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
+        pass
+    if module is None:
         return None
+    try:
+        version = getattr(import_module(module), "__version__", None)
+    except Exception:  # noqa: BLE001 - an unimportable package has no usable version
+        return None
+    return str(version) if version else None
 
 
 class AdapterBackend(Backend):
@@ -82,8 +95,12 @@ class AdapterBackend(Backend):
     def skip_reason(self, device) -> str | None:
         reason = self.needs.skip_reason(device)
         if reason is None:
-            reason = self.version_skip_reason(installed_version(self.api.dist))
+            reason = self.version_skip_reason(self.installed())
         return None if reason is None else f"{reason} (adapter {UNVERIFIED})"
+
+    def installed(self) -> str | None:
+        """Installed version of ``api.dist`` (its first ``needs.packages`` module as a fallback)."""
+        return installed_version(self.api.dist, self.needs.packages[0] if self.needs.packages else None)
 
     def version_skip_reason(self, version: str | None) -> str | None:
         """None when ``version`` of ``api.dist`` is one this adapter runs on, else why not."""
@@ -96,6 +113,6 @@ class AdapterBackend(Backend):
 
     def api_notes(self) -> dict:
         """Notes for ``run``'s result: installed version and whether its API was checked."""
-        version = installed_version(self.api.dist)
+        version = self.installed()
         return {self.api.dist: version, "api_checked_versions": list(self.api.checked),
                 "api_checked": version in self.api.checked, "verified_on_sm120": False}

@@ -86,10 +86,8 @@ class FlashInferCutlass(AdapterBackend):
     def run(self, problem, out):
         from flashinfer.fused_moe import cutlass_fused_moe
 
-        from ._packing import installed_version
-
         kwargs = pack_cutlass_fused_moe_nvfp4(problem)
-        cutlass_fused_moe(output=out, **kwargs, **version_kwargs(installed_version(self.api.dist)))
+        cutlass_fused_moe(output=out, **kwargs, **version_kwargs(self.installed()))
         return self.api_notes()
 
 
