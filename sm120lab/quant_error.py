@@ -87,3 +87,30 @@ def error_table(kinds: list[str], shape: tuple[int, int], seed: int) -> list[dic
             rows.append({"distribution": kind, "format": name, "bits_per_element": bits,
                          "relative_error": relative_error(x, fake_quant(x))})
     return rows
+
+
+def tensor_scale_effect(x: torch.Tensor) -> dict:
+    """What the FP32 per-tensor scale buys: NVFP4 error with ``gs = 448*6/amax`` and with ``gs = 1``.
+
+    Returns:
+        ``{"with_gs", "gs_1"}`` relative errors, ``zero_scale_blocks`` (blocks whose E4M3 scale is 0
+        under ``gs = 1``: their values decode to 0) and ``blocks``.
+    """
+    without = quantize_nvfp4(x, 1.0)
+    return {"with_gs": relative_error(x, fake_quant_nvfp4(x)),
+            "gs_1": relative_error(x, dequantize_nvfp4(without)),
+            "zero_scale_blocks": int((without.scale.float() == 0).sum()), "blocks": x.numel() // 16}
+
+
+def cuda_matches_cpu(x: torch.Tensor) -> tuple[bool | None, str]:
+    """Quantize ``x`` to NVFP4 on the CUDA device and on the CPU and compare the bytes.
+
+    Returns:
+        (True/False, what was compared) on a machine with a CUDA GPU; (None, why not) otherwise.
+    """
+    if not torch.cuda.is_available():
+        return None, "no CUDA GPU on this machine (torch.cuda.is_available() is False)"
+    cpu, gpu = quantize_nvfp4(x), quantize_nvfp4(x.cuda())
+    same = (torch.equal(cpu.data, gpu.data.cpu()) and torch.equal(cpu.scale.view(torch.uint8), gpu.scale.cpu().view(torch.uint8))
+            and torch.equal(cpu.global_scale, gpu.global_scale.cpu()))
+    return same, f"{x.numel():,} values on {torch.cuda.get_device_name()}: packed codes, E4M3 scales, global scale"

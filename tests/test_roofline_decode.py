@@ -276,3 +276,21 @@ def test_measured_bandwidth_falls_back_with_its_label():
     assert ceiling(m, measured, p, batch=1).bandwidth_source == "datasheet"
     with pytest.raises(ValueError, match="bandwidth"):
         ceiling(m, plain, p, batch=1, bandwidth="guessed")
+
+
+def test_prediction_with_a_kernel_efficiency_by_hand():
+    from sm120lab.roofline.lesson import predict_with_kernel
+
+    m = get_model("qwen3.5-397b-a17b")
+    p = precision_plan("linear-quantized", "nvfp4")
+    gpu = _gpu(bw=1792, rate=500, link=63, mem=96)
+    ce = ceiling(m, gpu, p, tp=2, pp=2, batch=1, context=2048)
+    assert predict_with_kernel(m, gpu, p, 1.0, tp=2, pp=2, batch=1, context=2048)["predicted_tok_s"] == \
+        pytest.approx(ce.per_user_tok_s, rel=1e-12)
+    # B=1 on PP2: the chain is the sum of the stages; the MoE layers at eta=1/4 take 4x their floor
+    moe_s = step_cost(m, p, 1, 2048).bytes["routed_experts"] / 2 / 1792e9      # per GPU over the chain
+    got = predict_with_kernel(m, gpu, p, 0.25, tp=2, pp=2, batch=1, context=2048)
+    assert 1 / got["predicted_tok_s"] == pytest.approx(ce.period_s + 3 * moe_s, rel=1e-12)
+    assert got["pct_of_ceiling"] == pytest.approx(100 * ce.period_s / (ce.period_s + 3 * moe_s), rel=1e-12)
+    with pytest.raises(ValueError, match="eta"):
+        predict_with_kernel(m, gpu, p, 0.0, tp=2, pp=2, batch=1, context=2048)

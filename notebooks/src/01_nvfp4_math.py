@@ -2,18 +2,9 @@
 # # 01 · NVFP4, exactly
 #
 # Every later notebook (correctness diffs, kernels, tok/s) measures against the reference in
-# `sm120lab.nvfp4`. This one shows what that reference computes, bit by bit:
-#
-# 1. the E2M1 element grid and the E4M3 scale grid;
-# 2. why NVFP4 uses 16-element blocks **and** a per-tensor FP32 scale;
-# 3. how much error NVFP4 costs against MXFP4, INT4 group-wise and FP8 on weight-like and
-#    activation-like data;
-# 4. the 128x4 swizzled scale layout that CUTLASS / cuBLAS / TRT-LLM kernels read;
-# 5. one 16-element block quantized by hand.
-#
-# Runs on a CPU in a few seconds. The formulas are in the docstrings of
-# `sm120lab/nvfp4/quantize.py`; the unit tests (`tests/test_nvfp4_*.py`) check them against
-# `ml_dtypes` and torch's own FP8 cast.
+# `sm120lab.nvfp4`. This one shows what that reference computes, bit by bit, and how much
+# accuracy NVFP4 costs against the other 4-bit and 8-bit formats. The box below is this run's
+# answer; the sections after it show the evidence.
 
 # %%
 import matplotlib.pyplot as plt
@@ -21,10 +12,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from sm120lab import results
-from sm120lab.nvfp4 import (E2M1_VALUES, dequantize_nvfp4, e2m1_decode, e2m1_encode, quantize_nvfp4,
-                            swizzle_scales_128x4)
-from sm120lab.quant_error import error_table, sample_distribution
+from sm120lab import answer, results
+from sm120lab.answer import Answer, Status
+from sm120lab.nvfp4 import (
+    E2M1_VALUES,
+    dequantize_nvfp4,
+    e2m1_decode,
+    e2m1_encode,
+    quantize_nvfp4,
+    swizzle_scales_128x4,
+)
+from sm120lab.quant_error import cuda_matches_cpu, error_table, sample_distribution, tensor_scale_effect
+
+pd.set_option("display.width", 160)
+pd.set_option("display.float_format", lambda v: f"{v:.4g}")
 
 # %% tags=["parameters"]
 seed = 0
@@ -32,6 +33,34 @@ rows = 256
 cols = 2048
 distributions = ["gaussian", "student_t", "outlier_channels"]
 example_seed = 7
+
+# %%
+table = pd.DataFrame(error_table(distributions, (rows, cols), seed))
+pivot = table.pivot(index="format", columns="distribution", values="relative_error")
+four_bit = pivot.drop(index="FP8 E4M3 (tensor)")
+best4 = four_bit.idxmin()
+g = torch.Generator().manual_seed(seed)
+w = sample_distribution("gaussian", (rows, cols), g) * 1e-2   # small weights: block amax ~1e-3
+scale_effect = tensor_scale_effect(w)
+same_on_gpu, gpu_what = cuda_matches_cpu(sample_distribution("outlier_channels", (rows, cols), g))
+
+nv = pivot.loc["NVFP4 (16, E4M3)"]
+box = [
+    Answer("NVFP4 error on Gaussian weights (relative Frobenius)", f"{nv['gaussian']:.3f}", Status.info,
+           f"MXFP4 {pivot.loc['MXFP4 (32, E8M0)', 'gaussian']:.3f}, INT4 g128 {pivot.loc['INT4 (g128, fp16)', 'gaussian']:.3f}, "
+           f"FP8 {pivot.loc['FP8 E4M3 (tensor)', 'gaussian']:.3f}; {rows}x{cols}, seed {seed}"),
+    Answer("lowest-error 4-bit format", ", ".join(sorted(set(best4))),
+           Status.ok if set(best4) == {"NVFP4 (16, E4M3)"} else Status.warn,
+           f"on {len(best4)} of {len(best4)} distributions: " + ", ".join(f"{d} {four_bit[d].min():.3f}" for d in best4.index)),
+    Answer("NVFP4 needs its FP32 per-tensor scale", "yes" if scale_effect["gs_1"] > 2 * scale_effect["with_gs"] else "no",
+           Status.info, f"small weights: error {scale_effect['with_gs']:.3f} with gs = 448*6/amax, {scale_effect['gs_1']:.3f} "
+           f"with gs = 1 ({scale_effect['zero_scale_blocks']:,} of {scale_effect['blocks']:,} block scales round to 0)"),
+    Answer("this GPU's quantizer = the CPU reference, bit for bit",
+           {True: "yes", False: "NO", None: "not run"}[same_on_gpu],
+           {True: Status.ok, False: Status.bad, None: Status.not_run}[same_on_gpu], gpu_what),
+]
+answer.show(box)
+_ = answer.record(box, "01_nvfp4_math")
 
 # %% [markdown]
 # ## 1. The grids
@@ -59,18 +88,27 @@ print(f"positive finite E4M3 values: {pos.numel()}, smallest {pos[0].item():.6g}
       f"largest {pos[-1].item():g}; dynamic range {pos[-1].item() / pos[0].item():.0f}x")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 2.6))
+fig, axes = plt.subplots(1, 2, figsize=(11, 2.8))
 v = np.array(E2M1_VALUES)
-axes[0].scatter(v, np.zeros_like(v), c=np.sign(v + 1e-9), cmap="coolwarm", s=60, zorder=3)
+for sign, colour, label in ((1, "C0", "positive codes 0x0-0x7"), (-1, "C3", "negative codes 0x8-0xF")):
+    sel = np.signbit(v) == (sign < 0)
+    axes[0].scatter(v[sel], np.zeros(sel.sum()), c=colour, s=60, zorder=3, label=label)
 for c, val in enumerate(E2M1_VALUES):
-    if c in (0, 8):
-        continue
-    axes[0].annotate(f"{c:X}", (val, 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
-axes[0].set_yticks([]); axes[0].set_title("E2M1 values (labels: 4-bit code)"); axes[0].grid(axis="x", alpha=.3)
+    if c not in (0, 8):
+        axes[0].annotate(f"{c:X}", (val, 0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
+axes[0].set_yticks([])
+axes[0].set_xlabel("E2M1 value")
+axes[0].set_title("E2M1 values (label: 4-bit code)")
+axes[0].legend(fontsize=7, loc="lower right")
+axes[0].grid(axis="x", alpha=.3)
 axes[1].scatter(pos.numpy(), np.zeros(pos.numel()), s=8, marker="|")
-axes[1].set_xscale("log", base=2); axes[1].set_yticks([])
-axes[1].set_title("E4M3 positive values (block scales)"); axes[1].grid(axis="x", alpha=.3)
-plt.tight_layout(); plt.show()
+axes[1].set_xscale("log", base=2)
+axes[1].set_yticks([])
+axes[1].set_xlabel("E4M3 value (log2 axis)")
+axes[1].set_title("the 126 positive E4M3 values (block scales)")
+axes[1].grid(axis="x", alpha=.3)
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## 2. Why 16-element blocks plus a tensor scale
@@ -80,23 +118,17 @@ plt.tight_layout(); plt.show()
 # 2^-9..448, but only if the numbers are moved into that window first: the FP32 tensor scale
 # `gs = 448*6/amax` maps the tensor's largest block onto SF = 448 exactly. Without it, small
 # tensors (weights are ~1e-2, their blocks' amax/6 ~1e-3) fall into E4M3's subnormal range where
-# scales are coarse, or to zero.
-
-# %%
-g = torch.Generator().manual_seed(seed)
-w = sample_distribution("gaussian", (rows, cols), g) * 1e-2   # small weights, amax ~1e-3
-err_with = float((dequantize_nvfp4(quantize_nvfp4(w)) - w).norm() / w.norm())
-err_without = float((dequantize_nvfp4(quantize_nvfp4(w, 1.0)) - w).norm() / w.norm())
-zero_blocks = int((quantize_nvfp4(w, 1.0).scale.float() == 0).sum())
+# scales are coarse, or to zero. The numbers, from the box above:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"amax = {w.abs().max():.3e}; relative error with gs = 448*6/amax: {err_with:.4f}; "
-      f"with gs = 1: {err_without:.4f} ({zero_blocks} of {w.numel() // 16} blocks got scale 0)")
+print(f"amax = {w.abs().max():.3e}; relative error with gs = 448*6/amax: {scale_effect['with_gs']:.4f}; "
+      f"with gs = 1: {scale_effect['gs_1']:.4f} ({scale_effect['zero_scale_blocks']} of {scale_effect['blocks']} "
+      "blocks got scale 0)")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("tensor scale needed (gs=1 loses more than 2x the accuracy):", err_without > 2 * err_with)
+print("tensor scale needed (gs=1 loses more than 2x the accuracy):", scale_effect["gs_1"] > 2 * scale_effect["with_gs"])
 
 # %% [markdown]
 # ## 3. Error against other 4-bit and 8-bit formats
@@ -105,23 +137,24 @@ print("tensor scale needed (gs=1 loses more than 2x the accuracy):", err_without
 # activations with 1% outlier channels (x50). Bits per element include the scales.
 
 # %%
-table = pd.DataFrame(error_table(distributions, (rows, cols), seed))
-pivot = table.pivot(index="format", columns="distribution", values="relative_error")
-
-# %%
 # NBVAL_IGNORE_OUTPUT
-print(pivot.round(4).to_string())
+bits = table.drop_duplicates("format").set_index("format")["bits_per_element"]
+print(pivot.assign(bits_per_element=bits).to_string(float_format=lambda x: f"{x:.4f}"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-best4 = pivot.drop(index="FP8 E4M3 (tensor)").idxmin()
 print("lowest-error 4-bit format per distribution:")
 print(best4.to_string())
 
 # %%
-ax = pivot.T.plot.bar(figsize=(9, 3.2), rot=0, logy=True)
-ax.set_ylabel("relative Frobenius error"); ax.set_title("Quantization error by format (lower is better)")
-plt.tight_layout(); plt.show()
+ax = pivot.T.plot.bar(figsize=(9, 3.4), rot=0, width=0.8)
+ax.set_ylim(0, None)
+ax.set_xlabel("distribution of the tensor")
+ax.set_ylabel("relative Frobenius error")
+ax.set_title("Quantization error by format (linear axis from 0; lower is better)")
+ax.legend(title="format (block, scale)", fontsize=8)
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## 4. The 128x4 swizzled scale layout
@@ -129,7 +162,7 @@ plt.tight_layout(); plt.show()
 # Kernels do not read scales row by row. CUTLASS, cuBLAS and TRT-LLM pad the `[M, K/16]` scale
 # matrix to multiples of (128, 4) and store each 128x4 tile as a 512-byte atom in which row
 # `r = 32*b + c` and column `e` sit at byte `16*c + 4*b + e`. Passing linear scales where swizzled
-# ones are expected is one of the silent-garbage failure modes notebook 03 reproduces.
+# ones are expected is one of the silent-garbage failure classes notebook 03 plants and detects.
 
 # %%
 m, kb = 256, 8
@@ -145,10 +178,13 @@ for r, c in [(0, 0), (0, 1), (1, 0), (32, 0), (127, 3), (0, 4), (128, 0)]:
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 3))
-im = ax.imshow(where[:, :].T.numpy(), aspect="auto", cmap="viridis", interpolation="nearest")
-ax.set_xlabel("row m"); ax.set_ylabel("scale column (K/16)")
+im = ax.imshow(where.T.numpy(), aspect="auto", cmap="viridis", interpolation="nearest")
+ax.set_xlabel("row m of the weight")
+ax.set_ylabel("scale column (K/16)")
 ax.set_title("byte offset of each scale in the 128x4 swizzled layout")
-fig.colorbar(im, ax=ax); plt.tight_layout(); plt.show()
+fig.colorbar(im, ax=ax, label="byte offset in the swizzled buffer")
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## 5. One block by hand
@@ -178,7 +214,8 @@ print("packed bytes:", " ".join(f"{int(b):02X}" for b in q.data[0]))
 print(f"block relative error: {float((decoded - x[0]).norm() / x[0].norm()):.4f}")
 
 # %%
-results.record("01_nvfp4_math", {
+_ = results.record("01_nvfp4_math", {
     "relative_error": {f"{r['format']} | {r['distribution']}": r["relative_error"] for r in table.to_dict("records")},
-    "tensor_scale_error": {"with_gs": err_with, "gs_1": err_without},
+    "tensor_scale_error": {"with_gs": scale_effect["with_gs"], "gs_1": scale_effect["gs_1"]},
+    "cuda_matches_cpu": same_on_gpu,
 })

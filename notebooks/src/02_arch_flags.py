@@ -1,36 +1,39 @@
 # %% [markdown]
-# # 02 · Arch flags and toolkits, settled by compiling
+# # 02 · Arch flags, toolkits and shared memory, settled by compiling
 #
 # The seed report spent days on `compute_120` vs `120a` vs `120f` and on CUDA 12.8 vs 13.0. All of
 # it can be decided on a CPU machine: compile one small probe kernel per feature with each CUDA
-# toolkit for each target, and read the machine code (SASS) that comes out.
+# toolkit for each target and read the machine code (SASS) that comes out; compile FlashInfer's
+# own SM120 grouped-GEMM sources and read the size of their shared storage.
 #
 # - **Probes** (`sm120lab/kernels/probes/*.cu`): the SM120 block-scaled FP4 MMA (NVFP4 and MXFP4),
 #   the `mxf8f6f4` block-scaled MMA, plain FP8 `mma.sync`, `cvt ... e2m1x2`, `wgmma`, `tcgen05`,
 #   `griddepcontrol` (PDL), TMA, a CUTLASS-style arch-conditional kernel, and a macro probe.
-# - **Toolkits**: CUDA 12.8 and 12.9 from PyPI wheels (NVRTC + that version's `ptxas`; the 12.x PyPI
-#   `nvcc` has no front end) and 13.0 (`nvcc`). `sm120lab toolchains install 12.8 12.9 13.0`.
-# - **Each cell**: accepted / rejected at the arch name / rejected by `ptxas`, the first error, the
-#   SASS opcodes that prove the feature (or that the kernel became a `printf` stub), the macros.
-#
-# The full matrix takes ~10 minutes on 2 cores, so by default this notebook **reads the recorded
-# matrix** (`data/archflags/matrix.json`, written by `sm120lab archflags`) and recompiles a small
-# subset with whatever toolkits this machine has, to show the recording still holds here.
+# - **Toolkits**: CUDA 12.8 and 12.9 from PyPI wheels (NVRTC + that version's `ptxas`) and 13.0
+#   (`nvcc`): `sm120lab toolchains install 12.8 12.9 13.0`.
+# - The full matrix takes ~10 minutes on 2 cores, so this notebook **reads the recorded matrix**
+#   (`data/archflags/matrix.json`, written by `sm120lab archflags`) and recompiles a small subset
+#   with the toolkits this machine has, to show the recording still holds here.
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 
-from sm120lab import results
+from sm120lab import answer, cutlass_smem, results
+from sm120lab.answer import Answer, Status
 from sm120lab.archflags import matrix as mx
 from sm120lab.archflags.probes import get_probe
 from sm120lab.archflags.summary import CODES, cell_code, cells_frame, describe, find, grid, load
 from sm120lab.archflags.verdicts import verdict_table
+from sm120lab.constants import SM120_SMEM_LIMIT
+from sm120lab.cutlass_smem.analysis import configs
+from sm120lab.paths import data_dir
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 120)
@@ -41,11 +44,143 @@ toolkits = None        # None: every toolkit found here (sm120lab toolchains --l
 targets = None         # None: the small live subset below; e.g. ["sm_120a", "compute_120f->sm_121a"]
 probes = None          # None: the small live subset below; e.g. ["mma_nvfp4", "wgmma"]
 live_compile = True    # recompile a subset here and compare with the recording
+gpu_probes = "auto"    # "auto": run the probes on this machine's CUDA GPU when there is one; False: never
 compile_cutlass = False  # compile FlashInfer's SM120 grouped GEMM sources (~3 min each) instead of reading data/
 jobs = 2
 
+# %%
+# The recorded matrix, the claims it settles, and the recorded CUTLASS shared-storage sizes.
+matrix = load(matrix_json)
+tks_in = [t["name"] for t in matrix["toolkits"]]
+newest = sorted(tks_in, key=lambda v: tuple(map(int, v.split("."))))[-1]
+cells = cells_frame(matrix)
+verdict_df = verdict_table(matrix)
+if compile_cutlass:
+    for version in ("0.6.5", "0.7.4"):
+        cutlass_smem.measure_cached(version, jobs=jobs)
+smem_results = {(r["flashinfer_version"], r["patched"]): r for r in cutlass_smem.recorded()}
+over = {v: [d for d in configs(r, dedupe_output_type=False) if not d["fits"]]
+        for (v, patched), r in smem_results.items() if not patched}
+kinds = {v: len(r["records"]) for (v, patched), r in smem_results.items() if not patched}
+over_after = {v: sum(not d["fits"] for d in configs(r, dedupe_output_type=False))
+              for (v, patched), r in smem_results.items() if patched}
+
+# Recompile a subset here (CPU only: needs a CUDA toolkit, not a GPU).
+live, live_why = None, "live_compile=False"
+if live_compile:
+    try:
+        tks, tgs, prs = mx.resolve(toolkits, targets or ["sm_120", "sm_120a", "sm_120f", "compute_120f->sm_121a",
+                                                        "compute_120a->sm_121a"],
+                                   probes or ["mma_nvfp4", "arch_conditional", "macros"])
+        live = mx.run_matrix(tks, tgs, prs, jobs=jobs, progress=False)
+    except Exception as exc:  # noqa: BLE001 - no toolkit here: one line, no traceback
+        live_why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+live_rows = []
+for c in (live or {}).get("cells", []):
+    rec = find(matrix, c["toolkit"], c["probe"], c["target"])
+    same = rec is not None and (rec["status"], rec["sass"], rec["stub"]) == (c["status"], c["sass"], c["stub"])
+    live_rows.append({"toolkit": c["toolkit"], "probe": c["probe"], "target": c["target"], "status": c["status"],
+                      "sass": ", ".join(c["sass"]), "seconds": c["seconds"],
+                      "matches recording": "yes" if same else ("not recorded" if rec is None else "NO")})
+
+# Run the probes on this machine's GPU (any CUDA GPU; SM120 probes only on SM12x).
+gpu, gpu_why = None, "gpu_probes=False"
+if gpu_probes and torch.cuda.is_available():
+    try:
+        from sm120lab.archflags.gpu_run import run_gpu_probes
+        gpu = run_gpu_probes()
+    except Exception as exc:  # noqa: BLE001 - one line, no traceback
+        gpu_why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+elif gpu_probes:
+    gpu_why = "no CUDA GPU on this machine"
+
+# %%
+box = []
+for _, row in verdict_df.iterrows():
+    box.append(Answer(row["claim"], row["verdict"], Status.info,
+                      "recorded compile matrix: " + "; ".join(row["evidence"].split(" | ")[:2])))
+if over:
+    tiles = sorted({f"{d['tile']} {d['epilogue']}" for ds in over.values() for d in ds})
+    worst = max((d for ds in over.values() for d in ds), key=lambda d: d["kernel_smem"])
+    box.append(Answer(f"FlashInfer SM120 NVFP4 grouped-GEMM tiles over the {SM120_SMEM_LIMIT:,} B limit",
+                      f"{len(tiles)} tiles: {', '.join(tiles)} ({worst['kernel_smem']:,} B)", Status.bad,
+                      "; ".join(f"FlashInfer {v}: {len(ds)} of {kinds[v]} kernel types" for v, ds in sorted(over.items()))
+                      + "; with the stage-count patch: "
+                      + ", ".join(f"{n} over ({v})" for v, n in sorted(over_after.items()))))
+else:
+    box.append(Answer("FlashInfer SM120 shared-memory overflow", "not run", Status.not_run,
+                      "no CUTLASS shared-memory data in data/cutlass_smem/ (sm120lab cutlass-smem)"))
+if live_rows:
+    n_same = sum(r["matches recording"] == "yes" for r in live_rows)
+    box.append(Answer("the recorded matrix holds on this machine", "yes" if n_same == len(live_rows) else "NO",
+                      Status.ok if n_same == len(live_rows) else Status.bad,
+                      f"{n_same} of {len(live_rows)} cells recompiled with CUDA {', '.join(sorted({r['toolkit'] for r in live_rows}))} "
+                      "match"))
+else:
+    box.append(Answer("the recorded matrix holds on this machine", "not run", Status.not_run, live_why))
+if gpu is not None:
+    ok = [r for r in gpu["results"] if r.get("ok")]
+    box.append(Answer(f"probe kernels run correctly on this GPU ({gpu.get('device', 'CUDA GPU')})",
+                      f"{len(ok)} of {len(gpu['results'])}", Status.ok if len(ok) == len(gpu["results"]) else Status.bad,
+                      ", ".join(f"{r['probe']}@{r['target']}: {'ok' if r.get('ok') else 'FAILED'}" for r in gpu["results"])))
+else:
+    box.append(Answer("probe kernels run correctly on this GPU", "not run", Status.not_run, gpu_why))
+answer.show(box)
+_ = answer.record(box, "02_arch_flags")
+
 # %% [markdown]
-# ## 1. What the `a` and `f` suffixes mean
+# ## 1. The root cause: one pipeline stage too many for SM120's shared memory
+#
+# FlashInfer's SM120 NVFP4 MoE grouped GEMM is a CUTLASS kernel whose number of pipeline stages
+# CUTLASS picks automatically: it divides the shared memory that is left after the epilogue's
+# carve-out by the bytes of one stage. The kernel's `SharedStorage`, however, also holds the
+# pipeline barriers, the scheduler's response buffer and the tensor maps, and it is aligned to
+# 1024 B, and the stage-count formula counts neither the alignment nor (in CUTLASS 4.2.1) those
+# extra parts. For two tiles the arithmetic lands just over the limit (compiled from FlashInfer's
+# own generated sources, `sm120lab.cutlass_smem`, recorded in `data/cutlass_smem/`):
+#
+# **3 x 27,648 B** (three stages of A + B + their scale factors) **+ 16,896 B** (epilogue tensors)
+# **+ 1,248 B** (pipelines, scheduler response, tensor maps) **= 101,088 B** of parts; aligned to
+# 1024 B that is **102,400 B > 101,376 B**, the most shared memory one block may have on SM120/SM121.
+# The tiles are the NVFP4 `128x256x128` and `256x128x128` tiles with the `FINALIZE` epilogue (the
+# fused weighted sum of the down projection) without swap-AB, in FlashInfer 0.6.5 and 0.7.4.
+# The sizes come from the kernel's C++ types on the host, and nothing in them depends on the arch
+# suffix, so a `120a` build and a `120f` build get the same 3-stage tile: the overflow is the same
+# under both flags. With two stages (the stage-count patch of notebook 05) every tile fits.
+#
+# What it does **not** explain: the seed's 120a -> 120f speed difference (14.6 -> 39 tok/s; the
+# overflow is identical under both), and what an SM120 GPU does with an over-limit tactic at run
+# time (a launch failure the autotuner skips, or a crash): that is **unverified on SM120 hardware**.
+# The numbers, computed from the recorded data:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for version, rows_over in sorted(over.items()):
+    seen = set()
+    for d in rows_over:
+        key = (d["tile"], d["epilogue"], d["swap_ab"])
+        if key in seen:
+            continue
+        seen.add(key)
+        print(f"FlashInfer {version}, NVFP4 {d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}: "
+              f"{d['stages']} x {d['stage_bytes']:,} + {d['epilogue_tensors']:,} + {d['other_bytes']:,} = "
+              f"{d['parts_bytes']:,} B of parts; aligned to 1024 B = {d['kernel_smem']:,} B "
+              f"{'>' if d['kernel_smem'] > SM120_SMEM_LIMIT else '<='} {SM120_SMEM_LIMIT:,} B")
+    print(f"   {len(rows_over)} of {kinds[version]} instantiated kernel types (one per tile, epilogue, swap-AB "
+          f"and output type) over the limit; after the stage-count patch: {over_after.get(version, 'not measured')}")
+
+# %%
+if smem_results:
+    fig, ax = plt.subplots(figsize=(14, 5.5))
+    cutlass_smem.plot_stage_bytes(ax=ax)
+    ax.set_xlabel("kernel config: FlashInfer version, tile MxNxK, epilogue, swap-AB")
+    plt.tight_layout()
+    plt.show()
+else:
+    print("no CUTLASS shared-memory data recorded (data/cutlass_smem/ is empty; run `sm120lab cutlass-smem`)")
+
+# %% [markdown]
+# ## 2. What the `a` and `f` suffixes mean
 #
 # | target | runs on | meaning |
 # |---|---|---|
@@ -56,11 +191,6 @@ jobs = 2
 # The block-scaled FP4 tensor-core MMA is not a portable feature, so plain `compute_120` cannot use
 # it. Which macros each target defines decides what CUTLASS-style guarded code compiles to
 # (read from the macro probe's compile, no GPU):
-
-# %%
-matrix = load(matrix_json)
-newest = sorted((t["name"] for t in matrix["toolkits"]), key=lambda v: tuple(map(int, v.split("."))))[-1]
-cells = cells_frame(matrix)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -90,7 +220,7 @@ print(macro_df.to_string(index=False))
 # `sm_121a` defines no `__CUDA_ARCH_FEAT_SM121_ALL` (13.0 does), so the FEAT-only guarded probe
 # below is a stub for 12.9 `sm_121a` and real MMA for 13.0.
 #
-# ## 2. The matrix
+# ## 3. The matrix
 #
 # One panel per toolkit: rows are probes, columns targets. **feature** = accepted and the proving
 # opcode is in the SASS; **stub** = accepted but compiled into the `printf`+`trap` fallback;
@@ -100,7 +230,6 @@ print(macro_df.to_string(index=False))
 COLORS = {"feature": "#2ca02c", "accepted": "#98df8a", "stub": "#ff7f0e", "ptxas": "#d62728",
           "arch": "#7f7f7f", "error": "#000000"}
 cmap = ListedColormap([COLORS[c] for c in CODES])
-tks_in = [t["name"] for t in matrix["toolkits"]]
 fig, axes = plt.subplots(len(tks_in), 1, figsize=(13, 3.8 * len(tks_in)), squeeze=False)
 for ax, tk in zip(axes[:, 0], tks_in):
     g = grid(matrix, tk)
@@ -110,7 +239,11 @@ for ax, tk in zip(axes[:, 0], tks_in):
     for (i, j), code in np.ndenumerate(g.to_numpy()):
         ax.text(j, i, code, ha="center", va="center", fontsize=6, color="white" if code in ("ptxas", "arch", "error") else "black")
     ax.set_title(f"CUDA {tk} ({next(t['frontend'] for t in matrix['toolkits'] if t['name'] == tk)})")
-fig.tight_layout()
+    ax.set_xlabel("compile target")
+    ax.set_ylabel("probe kernel")
+handles = [Patch(color=COLORS[c], label=c) for c in CODES]
+fig.legend(handles=handles, loc="upper center", ncol=len(CODES), title="cell outcome", fontsize=8)
+fig.tight_layout(rect=(0, 0, 1, 0.97))
 plt.show()
 
 # %% [markdown]
@@ -129,8 +262,7 @@ print(ev_table.to_string(index=False))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-cpp = [t for t in tks_in]
-for older, newer in zip(cpp, cpp[1:]):
+for older, newer in zip(tks_in, tks_in[1:]):
     both, diffs = 0, []
     for c in matrix["cells"]:
         if c["toolkit"] != older:
@@ -150,7 +282,7 @@ for older, newer in zip(cpp, cpp[1:]):
 # Ada and the SM12x parts have a native FP8 warp MMA (`QMMA`); on Hopper and datacenter Blackwell
 # `ptxas` emulates it with `HMMA` (those chips do FP8 through `wgmma` / `tcgen05`).
 #
-# ## 3. One `120f` build serves SM121 (DGX Spark); a `120a` build does not
+# ## 4. One `120f` build serves SM121 (DGX Spark); a `120a` build does not
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -160,7 +292,7 @@ for tk in tks_in:
         print(describe(find(matrix, tk, "mma_nvfp4", tg)))
 
 # %% [markdown]
-# ## 4. The `printf`-stub trap of plain `compute_120`
+# ## 5. The `printf`-stub trap of plain `compute_120`
 #
 # CUTLASS puts the block-scaled MMA behind the feature macros; on any other target the same kernel
 # compiles **cleanly** into `printf("... Arch conditional MMA instruction used without targeting
@@ -177,7 +309,7 @@ stub_src = get_probe("arch_conditional").source()
 print("stub message in the probe source:", "Arch conditional MMA instruction used without targeting" in stub_src)
 
 # %% [markdown]
-# ## 5. The Triton route
+# ## 6. The Triton route
 #
 # Triton compiles ahead of time for a GPU we do not have (`triton.compile(ASTSource(...),
 # target=GPUTarget("cuda", cc, 32))`). Its `tl.dot_scaled` with E2M1 operands lowers on `sm_120`
@@ -194,119 +326,73 @@ else:
     print(tri_table.to_string(index=False))
 
 # %% [markdown]
-# ## 6. Verdicts on the seed report's claims
+# ## 7. Verdicts on the seed report's claims
 #
 # Each verdict is computed from the cells listed beside it (`sm120lab.archflags.verdicts`).
 
 # %%
 # NBVAL_CHECK_OUTPUT
-verdict_df = verdict_table(matrix)
 for _, row in verdict_df.iterrows():
     print(f"[{row['verdict']}] {row['claim']}")
     for e in row["evidence"].split(" | "):
         print(f"      {e}")
 
-# %%
-results.record("02_arch_flags", {
-    "claims": verdict_df[["claim", "verdict"]].to_dict("records"),
-    "recorded_matrix": {"toolkits": tks_in, "cells": len(cells),
-                        "codes": cells["code"].value_counts().to_dict()},
-})
-
 # %% [markdown]
-# ## 7. Recompile here
+# ## 8. Recompile here
 #
-# With the toolkits this machine has (CI: the system nvcc 13.0 only), compile a few cells again
-# and compare with the recording. Set `toolkits` / `targets` / `probes` to run any part of the
-# matrix (`sm120lab archflags` does the whole of it).
+# The subset compiled above with this machine's toolkits (CI: the system nvcc 13.0 only), against
+# the recording. Set `toolkits` / `targets` / `probes` to run any part of the matrix
+# (`sm120lab archflags` does the whole of it).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-live = None
-if not live_compile:
-    print("live compile skipped (live_compile=False)")
-else:
-    try:
-        live_targets = targets or ["sm_120", "sm_120a", "sm_120f", "compute_120f->sm_121a", "compute_120a->sm_121a"]
-        live_probes = probes or ["mma_nvfp4", "arch_conditional", "macros"]
-        tks, tgs, prs = mx.resolve(toolkits, live_targets, live_probes)
-        live = mx.run_matrix(tks, tgs, prs, jobs=jobs, progress=False)
-    except Exception as exc:  # no toolkit / no network for the SASS tool: say so in one line
-        print(f"live compile not possible here: {type(exc).__name__}: {exc}")
-if live is not None:
-    rows = []
-    for c in live["cells"]:
-        rec = find(matrix, c["toolkit"], c["probe"], c["target"])
-        same = rec is not None and (rec["status"], rec["sass"], rec["stub"]) == (c["status"], c["sass"], c["stub"])
-        rows.append({"toolkit": c["toolkit"], "probe": c["probe"], "target": c["target"], "status": c["status"],
-                     "sass": ", ".join(c["sass"]), "s": c["seconds"], "cached": c["cached"],
-                     "matches recording": "yes" if same else ("not recorded" if rec is None else "NO")})
-    live_df = pd.DataFrame(rows)
-    print(live_df.to_string(index=False))
-    print(f"{len(rows)} cells in {live['wall_seconds']} s; all match the recording:",
-          all(r["matches recording"] != "NO" for r in rows))
+if live_rows:
+    print(pd.DataFrame(live_rows).to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(f"{len(live_rows)} cells in {live['wall_seconds']:.1f} s")
     results.record_compile_matrix("02_arch_flags", {f"{r['probe']}|{r['toolkit']}|{r['target']}": r["status"]
-                                                    for r in rows})
+                                                    for r in live_rows})
+else:
+    print(f"live compile not run: {live_why}")
 
 # %% [markdown]
-# ## 8. On a GPU: run the probes and check the numbers
+# ## 9. On a GPU: run the probes and check the numbers
 #
-# `python -m sm120lab.archflags.gpu_run` compiles the probes the device supports, runs them through
-# the CUDA driver API and checks each against a CPU reference; the block-scaled FP4 MMA tile is
-# checked against an exact emulation of the PTX instruction (`sm120lab.kernels.mma_block_scale_emulation`:
-# fragment layouts and scale-factor selection). The SM120 path is **unverified on SM120 hardware**
-# until a recorded run from an SM120 GPU exists. Recorded once on an H200 (SM90 probes). The `wgmma`
-# row failed in that run because of a bug in the probe harness, not the hardware: the instruction
-# was issued with `imm-trans-b = 1` (B read as N-major) while B was laid out K-major. The probe now
-# passes `imm-trans-b = 0`; that fix has not been run on a GPU yet (one run was allowed).
+# `sm120lab.archflags.gpu_run` compiles the probes the device supports, runs them through the
+# CUDA driver API and checks each against a CPU reference; the block-scaled FP4 MMA tile is
+# checked against an exact emulation of the PTX instruction
+# (`sm120lab.kernels.mma_block_scale_emulation`). The SM120 probes are **unverified on SM120
+# hardware** until a run from an SM120 GPU is recorded. The recorded probe runs, then this run:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-h200 = Path("../data/archflags/h200_probes.json")
-if h200.is_file():
-    rec = json.loads(h200.read_text())
-    print(rec["device"], rec["compute_capability"], "driver", rec["envinfo"]["gpu"].get("driver"))
-    print(pd.DataFrame([{k: r.get(k) for k in ("probe", "target", "toolkit", "ok", "max_abs_err", "exact", "error")}
+recorded_probes = data_dir() / "archflags" / "h200_probes.json"
+if recorded_probes.is_file():
+    rec = json.loads(recorded_probes.read_text())
+    print(f"data/archflags/{recorded_probes.name}: {rec['device']} (cc {rec['compute_capability']}), "
+          f"{rec['envinfo']['timestamp_utc']}")
+    print(pd.DataFrame([{k: r.get(k) for k in ("probe", "target", "ok", "max_abs_err", "error")}
                         for r in rec["results"]]).to_string(index=False))
-else:
-    print("no recorded GPU run (data/archflags/h200_probes.json absent)")
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import torch  # noqa: E402
-
-if torch.cuda.is_available():
-    from sm120lab.archflags.gpu_run import run_gpu_probes
-    gpu = run_gpu_probes()
-    print(pd.DataFrame([{k: r.get(k) for k in ("probe", "target", "ok", "max_abs_err", "exact", "error")}
-                        for r in gpu["results"]]).to_string(index=False))
-    results.record("02_arch_flags", {"gpu_probes": gpu})
-    results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}": "correct" if r.get("ok") else "garbage"
-                                              for r in gpu["results"]})
-else:
-    print("no CUDA GPU here: the probes were compiled, not run")
+for run_results in sorted((data_dir() / "runs").glob("*/results/02_arch_flags.json")):
+    probes_run = json.loads(run_results.read_text()).get("gpu_probes")
+    if probes_run:
+        print(f"run {run_results.parts[-3]}: " + ", ".join(f"{r['probe']} {'ok' if r.get('ok') else 'FAILED'}"
+                                                        for r in probes_run["results"]))
+print("this run: " + (", ".join(f"{r['probe']}@{r['target']} {'ok' if r.get('ok') else 'FAILED'}"
+                                for r in gpu["results"]) if gpu is not None else f"not run ({gpu_why})"))
 
 # %% [markdown]
-# ## 9. Shared memory and pipeline stages (CUTLASS SM120 grouped GEMM)
-#
-# Measured by `sm120lab.cutlass_smem` (another part of this workbook): FlashInfer's generated SM120
-# NVFP4 grouped-GEMM sources compiled host-only, stage count and shared-storage size per tile,
-# against SM120's 101,376 B. Read from `data/cutlass_smem/` unless `compile_cutlass=True`.
+# A recorded `wgmma` failure that a later run does not show is the probe harness's old bug (it
+# issued `wgmma` with `imm-trans-b = 1`, reading B as N-major, while B was laid out K-major), not
+# the hardware: the lines above show which recording predates the fix.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-try:
-    from sm120lab import cutlass_smem
-    recorded = cutlass_smem.recorded()
-    if compile_cutlass:
-        for version in ("0.6.5", "0.7.4"):
-            cutlass_smem.measure_cached(version, jobs=jobs)
-        recorded = cutlass_smem.recorded()
-    if not recorded:
-        print("no CUTLASS shared-memory data recorded yet (data/cutlass_smem/ is empty; run `sm120lab cutlass-smem`)")
-    else:
-        fig, ax = plt.subplots(figsize=(14, 5))
-        cutlass_smem.plot_stage_bytes(ax=ax)
-        plt.show()
-except Exception as exc:
-    print(f"CUTLASS shared-memory figure not available: {type(exc).__name__}: {exc}")
+_ = results.record("02_arch_flags", {
+    "claims": verdict_df[["claim", "verdict"]].to_dict("records"),
+    "recorded_matrix": {"toolkits": tks_in, "cells": len(cells), "codes": cells["code"].value_counts().to_dict()},
+    "smem_over_limit": {v: sorted({f"{d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}" for d in ds})
+                        for v, ds in over.items()},
+})
+if gpu is not None:
+    _ = results.record("02_arch_flags", {"gpu_probes": gpu})
+    _ = results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}":
+                                                  "correct" if r.get("ok") else "garbage" for r in gpu["results"]})

@@ -3,31 +3,46 @@
 #
 # Users pick an NVFP4 MoE backend by tok/s. The seed report's table (Marlin 46-49 tok/s,
 # FlashInfer CUTLASS 120f 39.0, 120a 14.6, and the 4-user figures) says nothing about how far
-# any of them is from what the hardware allows. This notebook puts every number on one page
-# against a **ceiling**: for one decode step, the bytes every GPU must read (weights of the
-# experts the batch touches, attention and linear-attention weights, lm_head, KV cache,
-# linear-attention state) over its memory bandwidth, or the FLOPs over its tensor rate,
-# whichever is larger, plus the tensor-parallel all-reduces and pipeline hops on the link.
+# any of them is from what the hardware allows. This notebook puts every number against a
+# **ceiling**: for one decode step, the bytes every GPU must read (weights of the experts the
+# batch touches, attention and linear-attention weights, lm_head, KV cache, linear-attention
+# state) over its memory bandwidth, or the FLOPs over its tensor rate, whichever is larger, plus
+# the tensor-parallel all-reduces and pipeline hops on the link. On a machine with a GPU it also
+# measures one MoE layer there.
 #
 # Sources: published figures in `data/published/*.csv` (one row per number, link in each row),
-# GPU specifications in `data/hardware.csv` (every value with its source; derived or unsourced
-# values say so), model shapes in `sm120lab.roofline.models` (public model cards, listed below),
-# our own H200 MoE-layer sweeps in `data/bench/moe_*.json` when present.
-# The formulas are in the docstrings of `sm120lab/roofline/*.py`; `tests/test_roofline_*.py`
-# check them on hand-computed cases. The SM120 ceilings are arithmetic on datasheets,
-# **unverified on SM120 hardware**. Runs on a CPU in seconds.
+# GPU specifications in `data/hardware.csv` (every value with its source), model shapes in
+# `sm120lab.roofline.models` (public model cards), recorded MoE-layer sweeps in
+# `data/bench/moe_*.json`. The formulas are in the docstrings of `sm120lab/roofline/*.py`;
+# `tests/test_roofline_*.py` check them on hand-computed cases. The SM120 ceilings are
+# arithmetic on datasheets, **unverified on SM120 hardware**.
 
 # %%
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from sm120lab import results
-from sm120lab.roofline import (PRECISION_PLANS, apply_bench_ceilings, ceiling, get_model, load_gpus,
-                               load_hardware_table, moe_layer_floor_us, precision_plan, step_cost)
-from sm120lab.roofline.measured import bench_files, measured_active_experts, moe_layer_table
-from sm120lab.roofline.routing import expected_distinct_uniform
+from sm120lab import answer, results
+from sm120lab.answer import Answer, Status
+from sm120lab.roofline import (
+    PRECISION_PLANS,
+    get_model,
+    lesson,
+    load_gpus,
+    load_hardware_table,
+    moe_layer_floor_us,
+    precision_plan,
+    step_cost,
+)
+from sm120lab.roofline.measured import bench_files, measured_active_experts
 from sm120lab.roofline.published import load_published
+from sm120lab.roofline.routing import expected_distinct_uniform
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 30)
+pd.set_option("display.float_format", lambda v: f"{v:,.1f}")
 
 # %% tags=["parameters"]
 model = "qwen3.5-397b-a17b"
@@ -39,7 +54,69 @@ context_len = 2048
 weight_format = "nvfp4"
 precision = "linear-quantized"
 routing = "uniform"
-measure = False
+measure = "auto"       # "auto": a short MoE-layer sweep on this machine's CUDA GPU when it has one; False: never
+
+# %%
+cfg = get_model(model)
+plan = precision_plan(precision, weight_format)
+gpu_specs = load_gpus()                      # datasheets + the recorded bench ceilings (H200)
+pub = lesson.published_vs_ceiling(load_published(), gpu_specs, weight_format=weight_format, context=context_len,
+                                  routing=routing)
+seed = lesson.seed_rows(pub)
+seed_spec = gpu_specs["rtx-pro-6000"]
+seed_ceiling = lesson.ceiling_table(cfg, plan, gpu_specs, ["rtx-pro-6000"], tp=2, pp=2, batches=[1, 4, 64],
+                                    context=context_len)
+files = bench_files()
+newest = lesson.newest_bench_file(files)
+recorded_gpu = load_gpus(measurements=False)
+efficiency = {T: lesson.kernel_efficiency(newest, tokens=T, gpu=gpu_specs["h200"]) for T in (1, 4)} if newest else {}
+prediction = {T: lesson.predict_with_kernel(cfg, seed_spec, plan, eff["eta"], tp=2, pp=2, batch=T, context=context_len)
+              for T, eff in efficiency.items() if eff}
+
+# Measure here: a short sweep on this machine's GPU, written into this run's folder (never into data/).
+run_dir = results.results_dir()
+sweep_path = (run_dir.parent if run_dir else Path(".")) / "bench_live.json"
+live, live_why = (None, "measure=False") if not measure else lesson.live_sweep(
+    sweep_path, model=model, command="notebooks/04_throughput (measure)")
+
+marlin1, fi1, fi1a = (lesson.seed_value(seed, b, 1, "tok_s") for b in
+                      ("Marlin", "FlashInfer CUTLASS 120f", "FlashInfer CUTLASS 120a"))
+ceil1 = lesson.seed_value(seed, "Marlin", 1, "ceiling_linear-quantized")
+at1, at64 = seed_ceiling.iloc[0], seed_ceiling.iloc[-1]
+box = [
+    Answer("decode ceiling of the seed's setup (4x RTX PRO 6000, TP2 PP2, 1 user)", f"{ceil1:.0f} tok/s", Status.info,
+           f"{step_cost(cfg, plan, 1, context_len).total_bytes / 1e9:.1f} GB per token through "
+           f"{seed_spec.mem_bw_GBps:g} GB/s per GPU ({at1['bandwidth']}); {at1['bound']}-bound"),
+    Answer("the seed's backends, as a share of that ceiling",
+           f"Marlin {marlin1:.1f} = {100 * marlin1 / ceil1:.0f}%, FlashInfer CUTLASS 120f {fi1:.1f} = "
+           f"{100 * fi1 / ceil1:.0f}%, 120a {fi1a:.2f} = {100 * fi1a / ceil1:.0f}%", Status.warn,
+           "published per-user tok/s (flashinfer#2723) over the ceiling; section 4"),
+    Answer(f"{cfg.name} {weight_format} fits on 4x RTX PRO 6000 TP2 PP2", "yes" if at64["fits"] else "NO",
+           Status.ok if at64["fits"] else Status.bad,
+           f"{at64['GB_held_per_gpu']:.1f} GB of {at64['mem_GB']:g} GB per GPU at 64 users x {context_len} tokens "
+           f"(weights {at64['weights_GB_per_gpu']:.1f} GB + KV cache + linear state + activations)"),
+]
+if live is not None:
+    live_t1 = [r for r in live["rows"] if r.get("op") == "moe" and r["T"] == 1 and r.get("us_median")]
+    best = min(live_t1, key=lambda r: r["us_median"]) if live_t1 else None
+    box.append(Answer(f"one {cfg.name} MoE layer measured on this GPU ({live['env']['gpu'].get('name')}), T=1",
+                      f"{best['us_median']:.1f} us ({best['contender']})" if best else "no T=1 row",
+                      Status.info if best else Status.bad, f"short sweep written to {sweep_path.name} in this run"))
+else:
+    box.append(Answer(f"one {cfg.name} MoE layer measured on this machine", "not run", Status.not_run,
+                      f"{live_why}; the recorded H200 sweep is shown in section 6, not recorded as this run's"))
+if prediction:
+    p1, e1 = prediction[1], efficiency[1]
+    box.append(Answer("prediction: the seed's setup with this project's Triton MoE kernel (1 user)",
+                      f"{p1['predicted_tok_s']:.0f} tok/s = {p1['pct_of_ceiling']:.0f}% of the ceiling "
+                      f"(Marlin: {100 * marlin1 / ceil1:.0f}%)", Status.info,
+                      f"PREDICTION, unverified on SM120 hardware: MoE layers at the {100 * e1['eta']:.0f}% of their "
+                      f"floor that {e1['contender']} reached on the H200 ({e1['file']}), the rest at its ceiling"))
+else:
+    box.append(Answer("prediction with this project's Triton MoE kernel", "not run", Status.not_run,
+                      "no recorded MoE-layer sweep in data/bench/"))
+answer.show(box)
+_ = answer.record(box, "04_throughput")
 
 # %% [markdown]
 # ## 1. What one decoded token costs
@@ -48,26 +125,24 @@ measure = False
 # routed experts, shared expert and softmax-attention projections in the expert format;
 # Gated DeltaNet projections, router, lm_head and embeddings in bf16, the coverage RedHat's
 # Qwen3.5-family NVFP4 cards state. `experts-only`: only routed experts quantized. The exact
-# per-module coverage of `nvidia/Qwen3.5-397B-A17B-NVFP4` was not verified here, so section 3
+# per-module coverage of `nvidia/Qwen3.5-397B-A17B-NVFP4` was not verified here, so section 4
 # shows both. KV cache FP8 (the seed's `--kv-cache-dtype`), linear-attention state fp32 (the
 # `mamba_ssm_dtype` of the Qwen3.5 configs).
 
 # %%
 # NBVAL_CHECK_OUTPUT
-cfg = get_model(model)
-plan = precision_plan(precision, weight_format)
 print(f"{cfg.name}: {cfg.n_layers} layers ({cfg.n_full_attn_layers} full attention, "
       f"{cfg.n_sliding_attn_layers} sliding, {cfg.n_linear_attn_layers} Gated DeltaNet), "
       f"E={cfg.n_experts} top-{cfg.top_k}, H={cfg.hidden}, I={cfg.moe_intermediate}, vocab {cfg.vocab}")
 print(f"parameters: {cfg.total_params() / 1e9:.1f} B total, {cfg.active_params() / 1e9:.2f} B active per token")
 print(f"precision plan '{precision}': {PRECISION_PLANS[precision]}")
-rows = {}
-for B in (1, 4, max(concurrency)):
-    c = step_cost(cfg, plan, B, context_len, routing=routing)
-    rows[f"B={B} GB/step"] = {k: v / 1e9 for k, v in c.bytes.items()} | {"TOTAL": c.total_bytes / 1e9}
-    rows[f"B={B} distinct experts"] = {"routed_experts": c.distinct_experts}
-per_step = pd.DataFrame(rows)
-print(per_step.to_string(float_format=lambda x: f"{x:.3f}", na_rep=""))
+per_step = pd.DataFrame({f"B={B}": {**{k: v / 1e9 for k, v in step_cost(cfg, plan, B, context_len).bytes.items()},
+                                    "TOTAL": step_cost(cfg, plan, B, context_len).total_bytes / 1e9}
+                         for B in (1, 4, max(concurrency))})
+print("GB read per decode step (whole model):")
+print(per_step.to_string(float_format=lambda x: f"{x:.3f}"))
+print("distinct routed experts per layer:",
+      {f"B={B}": round(step_cost(cfg, plan, B, context_len).distinct_experts, 1) for B in (1, 4, max(concurrency))})
 c1 = step_cost(cfg, plan, 1, context_len)
 print(f"B=1: {c1.total_flops / 1e9:.1f} GFLOP per token, {c1.total_flops / c1.total_bytes:.2f} FLOP/byte "
       "(a GPU needs hundreds of FLOP/byte to be compute-bound: decode is bandwidth-bound)")
@@ -85,134 +160,118 @@ if cfg.notes:
 # %% [markdown]
 # ## 2. The GPUs
 #
-# Datasheet values and our own measurements are separate columns. `derived` marks a dense
-# rate computed from a published sparse one (2:4 sparsity doubles the headline);
-# `UNSOURCED` marks a value no datasheet in reach gave (only tensor rates, which do not bind
-# at decode). The H200 measured values come from `data/bench/moe_*.json` ceilings when such
-# a file exists, else from the earlier session recorded in KINDS.md.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-hw_files = bench_files()
-gpu_specs, ceiling_file = apply_bench_ceilings(load_gpus(), hw_files)
-print("H200 measured ceilings from:", ceiling_file or gpu_specs["h200"].measured_source)
+# Datasheet values and measurements are separate. `derived` marks a dense rate computed from a
+# published sparse one (2:4 sparsity doubles the headline); `unsourced` marks a value no
+# datasheet in reach gave (only tensor rates, which do not bind at decode). The only measured
+# values are the H200's, read from the recorded bench run's ceilings.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 hw = load_hardware_table()
-show = hw[["gpu", "compute_capability", "mem_bw_GBps", "mem_GB", "bf16_dense_TFLOPs", "fp8_dense_TFLOPs",
-           "fp4_dense_TFLOPs", "smem_per_block_bytes", "pcie_GBps_per_dir", "nvlink_GBps_per_dir"]].copy()
+table = hw[["gpu", "compute_capability", "mem_bw_GBps", "mem_GB", "smem_per_block_bytes", "pcie_GBps_per_dir",
+            "nvlink_GBps_per_dir"]].copy()
 for col, src in (("bf16_dense_TFLOPs", "bf16_source"), ("fp8_dense_TFLOPs", "fp8_source"),
                  ("fp4_dense_TFLOPs", "fp4_source")):
-    show[col] = [("" if pd.isna(v) else f"{v:g}") + (" (unsourced)" if str(s).startswith("UNSOURCED")
-                 else " (derived)" if str(s).startswith("derived") else "") for v, s in zip(hw[col], hw[src])]
-print(show.to_string(index=False, na_rep="-"))
-print("\nmeasured (datasheet-free) columns, data/hardware.csv:")
-print(hw[["gpu", "measured_copy_GBps", "measured_bf16_TFLOPs"]].dropna().to_string(index=False))
-
-# %% [markdown]
-# ## 3. The ceiling table
-#
-# For each GPU in `gpus`, `tp` x `pp` copies, each concurrency in `concurrency`: the per-user
-# and aggregate ceiling (datasheet bandwidth; PCIe where there is no NVLink), which floor binds,
-# and whether the weights fit in memory at all.
-
-# %%
-# NBVAL_CHECK_OUTPUT
-def ceiling_rows(cfg, plan, gpu_names, tp, pp, batches, context, bandwidth="datasheet"):
-    out = []
-    for g in gpu_names:
-        spec = gpu_specs[g]
-        if tp * pp > 1 and not spec.link_GBps():
-            out.append({"gpu": g, "tp": tp, "pp": pp, "B": "-", "note": "no GPU-GPU link in hardware.csv"})
-            continue
-        for B in batches:
-            ce = ceiling(cfg, spec, plan, tp=tp, pp=pp, batch=B, context=context, routing=routing,
-                         bandwidth=bandwidth)
-            out.append({"gpu": g, "tp": tp, "pp": pp, "B": B, "per_user_tok_s": ce.per_user_tok_s,
-                        "aggregate_tok_s": ce.aggregate_tok_s, "bound": ce.bound,
-                        "GB_per_gpu_step": ce.bytes_per_gpu / 1e9, "link_ms": ce.link_time_s * 1e3,
-                        "bubble": ce.bubble, "weights_GB_per_gpu": ce.weights_per_gpu_GB,
-                        "note": "" if ce.fits else f"weights do not fit ({spec.mem_GB:g} GB)"})
-    return pd.DataFrame(out)
-
-
-ceil_table = ceiling_rows(cfg, plan, gpus, tp, pp, concurrency, context_len)
-print(f"{cfg.name}, {weight_format} '{precision}', TP{tp} x PP{pp}, context {context_len}, {routing} routing")
-print(ceil_table.to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep=""))
-
-# %% [markdown]
-# The H200 also has a measured copy bandwidth (our runs): its ceiling at that bandwidth, the
-# number the measured MoE sweeps of section 6 should be set against.
+    table[col.replace("_dense_TFLOPs", " TFLOP/s")] = [
+        ("-" if pd.isna(v) else f"{v:g}") + (" (unsourced)" if str(s).startswith("UNSOURCED")
+                                             else " (derived)" if str(s).startswith("derived") else "")
+        for v, s in zip(hw[col], hw[src])]
+print(table.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:g}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-if "h200" in gpus and gpu_specs["h200"].measured_copy_GBps:
-    h = gpu_specs["h200"]
-    meas = ceiling_rows(cfg, plan, ["h200"], tp, pp, concurrency, context_len, bandwidth="measured")
-    print(f"h200 at the measured {h.measured_copy_GBps:.0f} GB/s and {h.measured_bf16_TFLOPs:.0f} TFLOP/s "
-          f"({ceiling_file or h.measured_source[:60]}):")
-    print(meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound"]].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+h200 = gpu_specs["h200"]
+print(f"measured on the H200: copy {h200.measured_copy_GBps:,.0f} GB/s "
+      f"({100 * h200.measured_copy_GBps / h200.mem_bw_GBps:.0f}% of the datasheet {h200.mem_bw_GBps:g}), "
+      f"bf16 matmul {h200.measured_bf16_TFLOPs:,.0f} TFLOP/s; from {h200.measured_source}")
+
+# %% [markdown]
+# ## 3. The ceiling per GPU
+#
+# For each GPU in `gpus`, `tp` x `pp` copies, each concurrency in `concurrency`: the per-user
+# ceiling (datasheet bandwidth; PCIe where there is no NVLink), and whether weights + KV cache +
+# linear state + activations fit in each GPU's memory.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ceil_table = lesson.ceiling_table(cfg, plan, gpu_specs, gpus, tp=tp, pp=pp, batches=concurrency, context=context_len,
+                                  routing=routing)
+print(f"{cfg.name}, {weight_format} '{precision}', TP{tp} x PP{pp}, context {context_len}, {routing} routing")
+print("per-user ceiling, tok/s (rows: GPU; columns: concurrent users B):")
+ok_rows = ceil_table[ceil_table["B"].notna()].astype({"B": int})
+print(ok_rows.pivot(index="gpu", columns="B", values="per_user_tok_s").reindex(
+    [g for g in gpus if g in set(ok_rows["gpu"])]).to_string(float_format=lambda x: f"{x:.1f}"))
+print(f"\nmemory held per GPU at B={max(concurrency)} (weights + KV cache + linear state + activations):")
+last = ok_rows[ok_rows["B"] == max(concurrency)]
+for _, r in last.iterrows():
+    print(f"  {r['gpu']:<13} {r['GB_held_per_gpu']:7.1f} GB of {r['mem_GB']:g} GB: "
+          f"{'fits' if r['fits'] else 'does NOT fit'}; bound: {r['bound']}")
+for _, r in ceil_table[ceil_table["B"].isna()].iterrows():
+    print(f"  {r['gpu']:<13} no ceiling: {r['note']}")
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 4))
+for g, grp in ok_rows.groupby("gpu", sort=False):
+    ax.plot(grp["B"], grp["per_user_tok_s"], "o-", label=g + ("" if grp["fits"].all() else " (does not fit)"))
+ax.set_xscale("log", base=2)
+ax.set_xlabel("concurrent users B")
+ax.set_ylabel("per-user ceiling, tok/s")
+ax.set_title(f"{cfg.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The H200 at its measured copy bandwidth (the recorded bench run): the number the measured MoE
+# sweeps of section 6 are set against.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+if h200.measured_copy_GBps and "h200" in gpus:
+    meas = lesson.ceiling_table(cfg, plan, gpu_specs, ["h200"], tp=tp, pp=pp, batches=concurrency, context=context_len,
+                                routing=routing, bandwidth="measured")
+    print(f"h200 at the measured {h200.measured_copy_GBps:,.0f} GB/s ({h200.measured_source}):")
+    print(meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound", "bandwidth"]].to_string(index=False))
 else:
-    print("no measured H200 ceilings: only datasheet values above")
+    print("no measured H200 ceilings recorded in data/bench/: datasheet values only")
 
 # %% [markdown]
 # ## 4. The seed's table against the ceiling
 #
 # Each published row is compared with the ceiling of its own configuration (GPU, TP, PP,
 # model and concurrency from its CSV row). The seed ran `nvidia/Qwen3.5-397B-A17B-NVFP4` on
-# 4x RTX PRO 6000 (PCIe) at TP2 PP2. Rows that produced garbage or crashed have no bar.
+# 4x RTX PRO 6000 (PCIe) at TP2 PP2. Rows that produced garbage or crashed have no tok/s.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-pub = load_published()
-plans = {"linear-quantized": precision_plan("linear-quantized", weight_format),
-         "experts-only": precision_plan("experts-only", weight_format)}
-
-
-def row_ceiling(r, plan_name):
-    try:
-        m = get_model(r["model"])
-    except ValueError:
-        return np.nan
-    spec = gpu_specs[r["gpu"]]
-    fmt = "mxfp4" if m.name == "gpt-oss-120b" else weight_format
-    p = precision_plan(plan_name, fmt)
-    return ceiling(m, spec, p, tp=int(r["tp"]), pp=int(r["pp"]), batch=int(r["concurrency"]),
-                   context=context_len, routing=routing).per_user_tok_s
-
-
-for name in plans:
-    pub[f"ceiling_{name}"] = [row_ceiling(r, name) for _, r in pub.iterrows()]
-    pub[f"pct_{name}"] = 100 * pub["per_user_tok_s"] / pub[f"ceiling_{name}"]
-seed = pub[pub["source_url"].str.contains("flashinfer/issues/2723")].copy()
-cols = ["backend", "cuda", "concurrency", "tok_s", "correct_output", "ceiling_linear-quantized",
-        "pct_linear-quantized", "ceiling_experts-only", "pct_experts-only"]
-print("per-user tok/s; ceilings per user for 4x RTX PRO 6000 TP2 PP2 (datasheet 1792 GB/s, PCIe 63 GB/s)")
-print(seed[cols].to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="-"))
+print(f"per-user tok/s and ceilings for 4x RTX PRO 6000 TP2 PP2 (datasheet {seed_spec.mem_bw_GBps:g} GB/s, "
+      f"PCIe {seed_spec.pcie_GBps_per_dir:g} GB/s per direction); % = share of the ceiling")
+cols = {"backend": "backend", "cuda": "CUDA", "concurrency": "users", "tok_s": "tok/s",
+        "correct_output": "correct", "ceiling_linear-quantized": "ceiling", "pct_linear-quantized": "%",
+        "ceiling_experts-only": "ceiling (experts-only)", "pct_experts-only": "% (experts-only)"}
+print(seed[list(cols)].rename(columns=cols).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="-"))
 
 # %%
-# NBVAL_IGNORE_OUTPUT
 ok = seed[seed["tok_s"].notna()]
-backends = list(dict.fromkeys(ok["backend"]))
+names = list(dict.fromkeys(ok["backend"]))
 fig, ax = plt.subplots(figsize=(10, 4.5))
 width = 0.38
 for j, c in enumerate((1, 4)):
-    sub = ok[ok["concurrency"] == c].set_index("backend").reindex(backends)
-    x = np.arange(len(backends)) + (j - 0.5) * width
-    bars = ax.bar(x, sub["tok_s"], width, label=f"{c} user{'s' if c > 1 else ''} (per user)")
+    sub = ok[ok["concurrency"] == c].set_index("backend").reindex(names)
+    x = np.arange(len(names)) + (j - 0.5) * width
+    ax.bar(x, sub["tok_s"], width, label=f"{c} user{'s' if c > 1 else ''} (per user)")
     for xi, (_, r) in zip(x, sub.iterrows()):
         if pd.notna(r["tok_s"]):
             ax.errorbar(xi, r["tok_s"], yerr=[[r["tok_s"] - r["tok_s_low"]], [r["tok_s_high"] - r["tok_s"]]],
                         color="k", capsize=3, lw=1)
-            ax.annotate(f"{r['pct_linear-quantized']:.0f}%", (xi, r["tok_s_high"]), ha="center",
-                        va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-for j, c in enumerate((1, 4)):
+            ax.annotate(f"{r['pct_linear-quantized']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
+                        fontsize=9, xytext=(0, 2), textcoords="offset points")
     cval = ok[ok["concurrency"] == c]["ceiling_linear-quantized"].iloc[0]
     ax.axhline(cval, ls="--", lw=1, color=f"C{j}", label=f"ceiling, {c} user{'s' if c > 1 else ''}: {cval:.0f} tok/s")
-ax.set_xticks(np.arange(len(backends)), backends, rotation=12)
+ax.set_xticks(np.arange(len(names)), names, rotation=12)
+ax.set_xlabel("backend (seed report, flashinfer#2723)")
 ax.set_ylabel("tok/s per user")
-ax.set_title("Seed report (flashinfer#2723), 4x RTX PRO 6000 TP2 PP2: % = share of the ceiling")
+ax.set_title("4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the ceiling")
 ax.legend(fontsize=8, loc="upper right")
 plt.tight_layout()
 plt.show()
@@ -223,32 +282,24 @@ plt.show()
 # Per-user tok/s falls with concurrency even at the ceiling: a batch of B tokens touches
 # E(1-(1-k/E)^B) distinct experts (38.8 of 512 for B=4 instead of 10), and each sequence adds
 # its KV cache and linear-attention state. Aggregate tok/s rises. Published points whose model
-# is not one of our presets (or is not stated) cannot get a ceiling and are listed instead.
+# is not one of the presets (or is not stated) cannot get a ceiling and are listed instead.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 cs = np.unique(np.concatenate([np.array(concurrency), np.geomspace(1, 64, 25).round()])).astype(int)
-panels = []
-for (gpu_name, m_name, ptp, ppp), grp in pub[pub["tok_s"].notna()].groupby(["gpu", "model", "tp", "pp"]):
-    try:
-        m = get_model(m_name)
-    except ValueError:
-        for _, r in grp.iterrows():
-            print(f"no ceiling (model '{m_name}' is not a preset): {r['hardware']}, {r['backend']}, "
-                  f"c={r['concurrency']}: {r['tok_s']:g} tok/s {r['tok_s_basis']} ({r['source_url']})")
-        continue
-    p = precision_plan(precision, "mxfp4" if m.name == "gpt-oss-120b" else weight_format)
-    curve = [ceiling(m, gpu_specs[gpu_name], p, tp=int(ptp), pp=int(ppp), batch=int(b), context=context_len,
-                     routing=routing) for b in cs]
-    panels.append((gpu_name, m, int(ptp), int(ppp), grp, curve))
-    print(f"ceiling {m.name} on {int(ptp * ppp)}x {gpu_name} TP{int(ptp)} PP{int(ppp)}: per user "
-          f"{curve[0].per_user_tok_s:.1f} tok/s at B=1, aggregate {curve[-1].aggregate_tok_s:.0f} tok/s at B={cs[-1]}")
+panels, unmatched = lesson.ceiling_curves(pub, gpu_specs, precision=precision, weight_format=weight_format,
+                                          context=context_len, routing=routing, batches=cs)
+for gpu_name, m, ptp, ppp, grp, curve in panels:
+    print(f"ceiling {m.name} on {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}: per user {curve[0].per_user_tok_s:.1f} "
+          f"tok/s at B=1, aggregate {curve[-1].aggregate_tok_s:.0f} tok/s at B={cs[-1]}")
     for _, r in grp.iterrows():
         print(f"    {r['backend']}, c={r['concurrency']}: {r['per_user_tok_s']:.1f} tok/s per user = "
               f"{r[f'pct_{precision}']:.0f}% of the ceiling ({r['source_url']})")
+for (model_name, url), grp in unmatched.groupby(["model", "source_url"]):
+    print(f"no ceiling for {len(grp)} published rows: model '{model_name}' is not a preset ({grp['hardware'].iloc[0]}; "
+          f"{url})")
 
 # %%
-# NBVAL_IGNORE_OUTPUT
 fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
 for ax, (gpu_name, m, ptp, ppp, grp, curve) in zip(axes[0], panels):
     ax.plot(cs, [c.per_user_tok_s for c in curve], "k-", label="ceiling, per user")
@@ -272,153 +323,105 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from sm120lab.roofline.routing import expected_distinct_from_inclusion, zipf_inclusion_probabilities
-
-seed_spec = gpu_specs["rtx-pro-6000"]
-skew = []
-for s_exp in (0.0, 0.5, 1.0):
-    pi = zipf_inclusion_probabilities(cfg.n_experts, cfg.top_k, s_exp, samples=20000, seed=0)
-    for B in concurrency:
-        d = expected_distinct_from_inclusion(pi, B)
-        ce = ceiling(cfg, seed_spec, plan, tp=2, pp=2, batch=B, context=context_len, routing="zipf", zipf_s=s_exp)
-        skew.append({"zipf_s": s_exp, "B": B, "distinct_experts": d, "per_user_tok_s": ce.per_user_tok_s})
+skew = lesson.zipf_skew_table(cfg, seed_spec, plan, batches=concurrency, context=context_len)
 print(f"{cfg.name} on 4x rtx-pro-6000 TP2 PP2 (s=0 is uniform routing); per-user ceiling by skew:")
-print(pd.DataFrame(skew).pivot(index="B", columns="zipf_s", values=["distinct_experts", "per_user_tok_s"])
+print(skew.pivot(index="B", columns="zipf_s", values=["distinct_experts", "per_user_tok_s"])
       .to_string(float_format=lambda x: f"{x:.1f}"))
 
 # %% [markdown]
-# ## 6. Our measured MoE-layer sweeps (H200), MoE-layer-only
+# ## 6. Measured MoE layers, MoE-layer-only
 #
-# The kernel benchmark writes `data/bench/moe_<gpu>_<date>.json`. A row with `op == "moe"`
-# is one full MoE layer for T tokens. A decode step with T concurrent sequences runs
-# `n_layers` such layers, so the MoE layers **alone** would allow 1/(n_layers x us) tok/s per
-# user and T times that in aggregate. This is **MoE-layer-only**: attention, linear attention,
-# lm_head, collectives and launch gaps are not in it, so it is an upper bound on what that
-# kernel permits, to set beside the MoE-layer memory floor at the measured copy bandwidth.
+# A bench row with `op == "moe"` is one full MoE layer for T tokens. A decode step with T
+# concurrent sequences runs `n_layers` such layers, so the MoE layers **alone** would allow
+# 1/(n_layers x us) tok/s per user. This is **MoE-layer-only**: attention, linear attention,
+# lm_head, collectives and launch gaps are not in it. First this machine's own sweep (GPU only),
+# then the recorded H200 sweep (shown, not recorded as this run's measurement).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-files = bench_files()
-moe_tab = moe_layer_table(files, {cfg.name: cfg.n_layers}) if files else pd.DataFrame()
-if moe_tab.empty:
-    print("no measured MoE-layer sweep for this model yet (data/bench/moe_*.json with op='moe' rows): "
-          "section 6 is empty until the kernel benchmark writes one")
+if live is not None:
+    live_tab = pd.DataFrame([r for r in live["rows"] if r.get("op") == "moe"])
+    print(f"this machine ({live['env']['gpu'].get('name')}), MoE layer us by contender and T:")
+    print(live_tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string())
+    _ = results.record_bench("04_throughput", lesson.bench_figures(live))
 else:
-    h200 = gpu_specs["h200"]
+    print(f"no MoE layer measured on this machine: {live_why}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+moe_tab = lesson.moe_layer_vs_floor([newest], cfg, h200.bandwidth_GBps("measured")) if newest else None
+if moe_tab is None or moe_tab.empty:
+    print("no recorded MoE-layer sweep for this model in data/bench/")
+else:
     bw = h200.bandwidth_GBps("measured")
-    moe_tab["floor_us"] = [moe_layer_floor_us(cfg, T, bw, weight_format=weight_format) for T in moe_tab["T"]]
-    moe_tab["pct_of_floor"] = 100 * moe_tab["floor_us"] / moe_tab["us_median"]
-    print(f"MoE-layer-only, {cfg.n_layers} layers per step; floor at the measured copy bandwidth {bw:.0f} GB/s")
-    print(moe_tab[["file", "contender", "timing", "T", "us_median", "floor_us", "pct_of_floor", "moe_us_per_token",
-                   "moe_only_per_user_tok_s", "moe_only_aggregate_tok_s"]].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
-    act = pd.DataFrame(measured_active_experts(files))
+    print(f"recorded: data/bench/{newest.name} ({moe_tab['gpu'].iloc[0]}); floor at the measured copy bandwidth "
+          f"{bw:,.0f} GB/s; {cfg.n_layers} MoE layers per decode step")
+    print("\nMoE layer time, us:")
+    print(moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string())
+    print("\n% of the memory floor reached:")
+    print(moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="pct_of_floor").to_string())
+    act = pd.DataFrame(measured_active_experts([newest]))
     if not act.empty:
         act["E[distinct] formula"] = [expected_distinct_uniform(int(r.E), int(r.k), int(r.T)) for r in act.itertuples()]
         print("\ndistinct experts the benchmark's uniform routings touched vs E(1-(1-k/E)^T):")
-        print(act[["file", "T", "active_experts", "E[distinct] formula"]].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-    fig, ax = plt.subplots(figsize=(7, 4))
+        print(act[["T", "active_experts", "E[distinct] formula"]].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+
+# %%
+if moe_tab is not None and not moe_tab.empty:
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for (contender, timing), g in moe_tab.groupby(["contender", "timing"]):
-        ax.plot(g["T"], g["moe_only_per_user_tok_s"], "o-", label=f"{contender} [{timing}] (MoE-layer-only)")
+        ax.plot(g["T"], g["moe_only_per_user_tok_s"], "o-", label=f"{contender} [{timing}]")
     Ts = np.array(sorted(moe_tab["T"].unique()))
     ax.plot(Ts, [1e6 / (cfg.n_layers * moe_layer_floor_us(cfg, T, bw, weight_format=weight_format)) for T in Ts],
-            "k--", label=f"MoE-layer memory floor at {bw:.0f} GB/s")
+            "k--", label=f"MoE-layer memory floor at {bw:,.0f} GB/s")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("tokens per step (T)")
+    ax.set_xlabel("tokens per step (T = concurrent users)")
     ax.set_ylabel("tok/s per user, MoE layers only")
-    ax.set_title(f"H200 measured MoE layer, {cfg.name}: MoE-layer-only tok/s")
-    ax.legend(fontsize=8)
+    ax.set_title(f"recorded H200 MoE layer, {cfg.name}: MoE-layer-only tok/s")
+    ax.legend(fontsize=7)
     plt.tight_layout()
     plt.show()
 
 # %% [markdown]
-# With `measure=True` on a machine with a GPU, a short fresh sweep (T = 1, 4, 16, 64; Triton
-# W4A16 and the torch bf16 grouped GEMM) runs through `sm120lab.bench.moe` and lands in
-# `data/bench/`; re-run the notebook to include it.
+# ## 7. A prediction: the seed's setup with this project's Triton kernel
+#
+# Take the fraction of its memory floor (at the datasheet bandwidth) that the fastest Triton MoE
+# layer reached on the H200 in the newest recorded sweep, assume the same fraction on SM120, and
+# keep everything else at its ceiling (`sm120lab.roofline.lesson.predict_with_kernel`). This is a
+# **prediction, unverified on SM120 hardware**: an upper bound for the kernel (the rest of the
+# model is never at its ceiling), and SM120's GDDR7 and smaller shared memory may change the
+# fraction. At TP2 each GPU holds half of every expert, a smaller problem than the one measured.
+# Set beside it Marlin's recorded share of the ceiling.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-def fresh_sweep():
-    if not measure:
-        return "measure=False: using recorded data only"
-    try:
-        import torch
-    except ImportError:
-        return "measure=True but torch is not installed: no sweep"
-    if not torch.cuda.is_available():
-        return "measure=True but no CUDA GPU is visible: no sweep"
-    try:
-        from sm120lab.bench.moe import default_out_path, run_moe_bench
-    except ImportError as exc:
-        return f"measure=True but sm120lab.bench.moe cannot be imported ({exc}): no sweep"
-    from sm120lab.paths import data_dir
-
-    out = default_out_path(data_dir() / "bench")
-    run_moe_bench(out, model=model, tokens=(1, 4, 16, 64), contenders=("triton-w4a16", "torch-bf16-grouped"),
-                  reps=20, sweep=False, command="notebooks/04_throughput measure=True (short sweep)",
-                  log=lambda s: None)
-    return f"short sweep written to {out}: re-run the notebook to include it in section 6"
-
-
-print(fresh_sweep())
-
-# %%
-# Benchmark figures of the newest sweep, in the schema `sm120lab compare` diffs across runs.
-import json as _json  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-_latest = sorted(bench_files())[-1:] if bench_files() else []
-if _latest:
-    _rows = _json.loads(Path(_latest[0]).read_text())["rows"]
-    results.record_bench("04_throughput", {
-        f"{r['op']}_us:{r['contender']}:T{r['T']}": {
-            "value": r["us_median"], "unit": "us", "lower_is_better": True,
-            "spread": (r["us_p90"] - r["us_p10"]) / r["us_median"] if r.get("us_p90") else None}
-        for r in _rows if r.get("us_median")})
+if prediction:
+    for T, p in prediction.items():
+        e = efficiency[T]
+        marlin = lesson.seed_value(seed, "Marlin", T, "tok_s")
+        ceil = lesson.seed_value(seed, "Marlin", T, "ceiling_linear-quantized")
+        print(f"{T} user{'s' if T > 1 else ''}: {e['contender']} reached {100 * e['eta']:.1f}% of its floor on the H200 "
+              f"({e['us_median']:.1f} us vs {e['floor_us']:.1f} us at {gpu_specs['h200'].mem_bw_GBps:g} GB/s, {e['file']})")
+        print(f"   ceiling {p['ceiling_tok_s']:.0f} tok/s -> predicted {p['predicted_tok_s']:.0f} tok/s per user "
+              f"({p['pct_of_ceiling']:.0f}% of the ceiling); Marlin recorded {marlin:.1f} = {100 * marlin / ceil:.0f}%")
+else:
+    print("no recorded Triton MoE-layer sweep in data/bench/: no prediction")
 
 # %% [markdown]
-# ## 7. What the gap means
+# ## 8. What the gap means
 #
-# The numbers in the paragraph below are computed from the tables above (published CSV rows
-# and the ceiling), so they change if a row or a parameter does.
+# The paragraph below is computed from the tables above (published CSV rows and the ceiling), so
+# it changes if a row or a parameter does.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-def seed_val(backend, c, col):
-    r = seed[(seed["backend"] == backend) & (seed["concurrency"] == c)]
-    return float(r[col].iloc[0])
+import textwrap  # noqa: E402
 
-
-marlin1, fi1 = seed_val("Marlin", 1, "tok_s"), seed_val("FlashInfer CUTLASS 120f", 1, "tok_s")
-fi1a = seed_val("FlashInfer CUTLASS 120a", 1, "tok_s")
-marlin4, fi4 = seed_val("Marlin", 4, "tok_s"), seed_val("FlashInfer CUTLASS 120f", 4, "tok_s")
-ceil1, ceil4 = seed_val("Marlin", 1, "ceiling_linear-quantized"), seed_val("Marlin", 4, "ceiling_linear-quantized")
-ceil1_eo = seed_val("Marlin", 1, "ceiling_experts-only")
-d4 = step_cost(cfg, plan, 4, context_len).distinct_experts
-text = (
-    f"At one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode {ceil1:.0f} tok/s "
-    f"({ceil1_eo:.0f} if only the experts are 4-bit): every token must stream its share of the "
-    f"{c1.total_bytes / 1e9:.1f} GB it touches through 1792 GB/s per GPU, and PP2 does not shorten that chain. "
-    f"Marlin's {marlin1:.1f} tok/s is {100 * marlin1 / ceil1:.0f}% of it, FlashInfer CUTLASS 120f's {fi1:.1f} is "
-    f"{100 * fi1 / ceil1:.0f}%, and 120a's {fi1a:.2f} is {100 * fi1a / ceil1:.0f}%: the backends are far from the "
-    f"memory floor, so the difference between them is not bandwidth but time spent elsewhere, which is what "
-    f"launch overhead (many small kernels per token at batch 1, in two pipeline stages), per-token "
-    f"activation quantization in W4A4 paths, and autotuner fallbacks to slow tactics (the 120a run lost the "
-    f"TMA warp-specialized grouped GEMMs, landscape.md) produce. With four users the ceiling "
-    f"per user falls to {ceil4:.0f} tok/s ({100 * (1 - ceil4 / ceil1):.0f}% lower: the batch touches {d4:.1f} "
-    f"distinct experts instead of {cfg.top_k}); Marlin falls {100 * (1 - marlin4 / marlin1):.0f}%, close to that, "
-    f"but 120f falls {100 * (1 - fi4 / fi1):.0f}%, more than the bytes explain: something on that path (tactic "
-    f"choice at small M, activation quantization per token) costs more per extra sequence than the weights do. Decode here is bandwidth-bound by a wide margin "
-    f"({c1.total_flops / c1.total_bytes:.1f} FLOP/byte), so faster FP4 arithmetic alone cannot close the gap; "
-    f"fewer, fused, better-tuned kernels can."
-)
-import textwrap
-
-print(textwrap.fill(text, 110))
+print(textwrap.fill(lesson.gap_paragraph(seed, cfg, plan, context_len), 110))
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-results.record("04_throughput", {
+_ = results.record("04_throughput", {
     "params": {"model": model, "gpus": gpus, "tp": tp, "pp": pp, "concurrency": concurrency,
                "context_len": context_len, "weight_format": weight_format, "precision": precision,
                "routing": routing},
@@ -427,7 +430,6 @@ results.record("04_throughput", {
                                  "tok_s", "tok_s_basis", "correct_output", "ceiling_linear-quantized",
                                  "pct_linear-quantized", "ceiling_experts-only", "pct_experts-only"]]
     .replace({np.nan: None}).to_dict("records"),
-    "measured_moe_layer_only": [] if moe_tab.empty else moe_tab.replace({np.nan: None}).to_dict("records"),
-    "h200_measured_ceilings_from": ceiling_file or gpu_specs["h200"].measured_source,
+    "prediction_triton_on_seed_setup": {str(T): {**p, "from": efficiency[T]} for T, p in prediction.items()},
+    "measured_here": None if live is None else sweep_path.name,
 })
-print("recorded")

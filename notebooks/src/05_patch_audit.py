@@ -5,7 +5,9 @@
 # three in vLLM 0.17.0 to get NVFP4 MoE running on an RTX PRO 6000 (SM120). People copy such
 # patches around. Here every one of those edits is a declarative spec
 # (`sm120lab/patches/specs/*.yaml`: file, exact anchor, replacement, classification, evidence)
-# and `sm120lab.patches` checks it against the **real wheel files**, downloaded from PyPI:
+# and `sm120lab.patches` checks it against the **real files**: the FlashInfer / vLLM installed in
+# this interpreter when there is one, else the wheels in a local wheelhouse
+# (`$SM120LAB_WHEELHOUSE`), else FlashInfer 0.6.5 and 0.7.4 downloaded from PyPI.
 #
 # | classification | meaning |
 # |---|---|
@@ -18,129 +20,141 @@
 # `anchor-missing`, `anchor-ambiguous`, `file-missing`, `documented-only` (a source-tree edit the
 # wheel does not contain). `sm120lab patch status --site DIR` prints the same table;
 # `sm120lab patch apply|revert` applies the `needed` ones with a backup and a SHA-256 manifest.
-#
-# Runs on a CPU; needs PyPI once (wheels are cached in `~/.cache/sm120lab/wheels`).
 
 # %%
+import io
+import re
 import textwrap
 
+import pandas as pd
 from rich.console import Console
 
-from sm120lab import doctor, results
-from sm120lab.patches import audit
-from sm120lab.patches.site import locate
-from sm120lab.patches.spec import load_specs
-from sm120lab.patches.wheels import fetch_for_audit
+from sm120lab import answer, doctor, results
+from sm120lab.answer import Answer, Status
+from sm120lab.patches import audit, audit_available
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 90)
 
 # %% tags=["parameters"]
-# (distribution, version) pairs to audit from PyPI. 0.7.4 is the newest 0.7.x as of Dec 2026.
-# vLLM 0.17.0 is a 433 MB download (cached after the first run): add ("vllm", "0.17.0") to audit it.
-wheels = [("flashinfer-python", "0.6.5"), ("flashinfer-python", "0.7.4")]
+packages = ["flashinfer-python", "vllm"]
+# versions downloaded from PyPI when a package is neither installed nor in the wheelhouse
+# (vLLM 0.17.0 is a 433 MB download: add "vllm": ["0.17.0"] to audit it)
+fallback = {"flashinfer-python": ["0.6.5", "0.7.4"]}
+wheelhouse = None      # a folder of .whl files; $SM120LAB_WHEELHOUSE is searched too
+download = True
 show_evidence_for = ["fi-trtllm-launcher-major-ge-10", "fi-cutedsl-mbar-sm120a-1", "fi-compilation-context-arch-suffix"]
 
+# %%
+found = audit_available(packages, fallback=fallback, wheelhouse=wheelhouse, download=download)
+STAGE = "flashinfer_sm120_stage_count"
+
+
+def seed_edits(rows):
+    """Rows of the seed report's own edits (the stage-count patch is this project's, shown apart)."""
+    return [r for r in rows if not r["source"].startswith(STAGE)]
+
+
+report = doctor.run()
+box = []
+for a in found.audits:
+    counts = audit.summary(seed_edits(a.rows))
+    kinds = {k: v for k, v in counts.items() if not k.startswith("status:")}
+    needed = kinds.get("needed", 0)
+    box.append(Answer(f"the seed's edits that {a.package} {a.version} needs ({a.origin.value})",
+                      f"{needed} of {sum(kinds.values())}", Status.warn if needed else Status.ok,
+                      ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))))
+    stage = [r for r in a.rows if r["source"].startswith(STAGE)]
+    if stage:
+        applied = stage[0]["status"] == "applied"
+        box.append(Answer(f"stage-count patch (SM120 shared memory) for {a.package} {a.version}",
+                          f"{stage[0]['classification']}, {'applied' if applied else 'not applied'}",
+                          Status.ok if applied else Status.bad,
+                          f"{stage[0]['status']}: {stage[0]['advice']} (`sm120lab patch apply`; notebook 02 shows why)"))
+for key, why in found.not_audited.items():
+    box.append(Answer(f"{key} audited", "not run", Status.not_run, why))
+usable = [r["backend"] for r in report["verdicts"] if r["verdict"] == "yes"]
+box.append(Answer("NVFP4 MoE backends usable on this machine (doctor)", ", ".join(usable) or "none",
+                  Status.info, f"{report['facts'].get('gpu_name') or 'no GPU'}; section 6"))
+answer.show(box)
+_ = answer.record(box, "05_patch_audit")
+
 # %% [markdown]
-# ## 1. Fetch the wheels
-# Only the files the specs patch or quote are extracted (a download failure is reported in one line).
+# ## 1. What was audited
+# One line per audited tree and per package that could not be audited (with its reason).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-trees = {}
-for dist, version in wheels:
-    try:
-        root = fetch_for_audit(dist, version)
-        trees[(dist, version)] = locate(dist, "flashinfer" if dist == "flashinfer-python" else dist, root)
-        print(f"{dist} {version}: {root}")
-    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
-        print(f"{dist} {version}: not audited ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
-
-# %%
-audits = {}
-for key, tree in trees.items():
-    specs = load_specs(tree.package, tree.version)
-    audits[key] = (specs, audit.rows(tree, specs))
-
-
-def own(rows):
-    """Rows from this kit's spec files (the stage-count spec is shown separately below)."""
-    return [r for r in rows if r["source"].startswith(("flashinfer_0_6", "vllm_"))]
-
+for line in found.lines():
+    print(line)
 
 # %% [markdown]
 # ## 2. The audit table
-# One row per seed edit (the 18 CuTeDSL `admissible_archs` locations are one row each).
-
-# %%
-# NBVAL_CHECK_OUTPUT
-for (dist, version), (specs, rows) in audits.items():
-    print(f"== {dist} {version}")
-    for r in own(rows):
-        cls = r["classification"] + (f" {r['upstreamed_in']}" if r["upstreamed_in"] else "")
-        print(f"  {r['id']:<38} {cls:<17} {r['status']:<16} {r['advice']}")
-    print("  totals:", ", ".join(f"{k} {v}" for k, v in sorted(audit.summary(own(rows)).items())))
-
-# %% [markdown]
-# ### The versions installed here (if any)
+# One row per seed edit; edits repeated at several locations of one file (the CuTeDSL
+# `admissible_archs` lists) are one row with their count (`x4`). `sm120lab patch status` lists
+# every location.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-for dist, import_name in (("flashinfer-python", "flashinfer"), ("vllm", "vllm")):
-    try:
-        tree = locate(dist, import_name)
-        rows = audit.rows(tree, load_specs(dist, tree.version))
-    except Exception as exc:  # noqa: BLE001 - not installed / no spec: one line
-        print(f"{dist}: {str(exc).splitlines()[0][:200]}")
-        continue
-    print(f"== {dist} {tree.version} installed at {tree.root}")
-    for r in rows:
-        print(f"  {r['id']:<38} {r['classification']:<11} {r['status']:<16} {r['advice']}")
+for a in found.audits:
+    print(f"== {a.package} {a.version} ({a.origin.value})")
+    groups = {}
+    for r in seed_edits(a.rows):
+        cls = r["classification"] + (f" {r['upstreamed_in']}" if r["upstreamed_in"] else "")
+        groups.setdefault((re.sub(r"-\d+$", "", r["id"]), cls, r["status"], r["advice"]), []).append(r["id"])
+    for (stem, cls, status, advice), ids in groups.items():
+        print(f"  {stem + (f' x{len(ids)}' if len(ids) > 1 else ''):<38} {cls:<17} {status:<16} {advice}")
+    print("  totals:", ", ".join(f"{k} {v}" for k, v in sorted(audit.summary(seed_edits(a.rows)).items())))
 
 # %% [markdown]
-# What this says, for FlashInfer **0.6.5**: none of the seed's edits is needed. The 18 CuTeDSL
-# edits land in a stale copy of the CuTe DSL that nothing imports (`import cutlass` resolves to
-# the `nvidia-cutlass-dsl` package), and tcgen05 does not exist on SM120 anyway; the
-# `supported_major_versions` edits for the SM100/SM103 modules are never reached on SM120, which
-# already has its own module; the three trtllm-gen edits are **harmful**: they let SM120 into
-# a runner whose cubins are SM100-only. `compilation_context.py` already gives SM120 `12.0a`;
-# only an explicit `FLASHINFER_CUDA_ARCH_LIST=12.0` is taken literally, fixed by a setting.
-# From **0.6.7** on, FlashInfer does the suffix and the launcher gate itself (bisected: 0.6.6
-# has neither, 0.6.7 both), and 0.7.4 no longer ships the stale CuTeDSL copy.
+# Why (from the specs' evidence, quoted from the wheel files in section 4): in FlashInfer
+# **0.6.5** the 18 CuTeDSL edits land in a stale copy of the CuTe DSL that nothing imports
+# (`import cutlass` resolves to the `nvidia-cutlass-dsl` package), and tcgen05 does not exist on
+# SM120 anyway; the `supported_major_versions` edits for the SM100/SM103 modules are never reached
+# on SM120, which has its own module; the three trtllm-gen edits are **harmful**: they let SM120
+# into a runner whose cubins are SM100-only. `compilation_context.py` already gives SM120 `12.0a`;
+# only an explicit `FLASHINFER_CUDA_ARCH_LIST=12.0` is taken literally, fixed by a setting. From
+# **0.6.7** on, FlashInfer does the suffix and the launcher gate itself (0.6.6 has neither, 0.6.7
+# both), and 0.7.4 no longer ships the stale CuTeDSL copy.
 #
 # ## 3. Settings that replace a patch
 
 # %%
-# NBVAL_CHECK_OUTPUT
-for (dist, version), (specs, rows) in audits.items():
-    for s in audit.settings_rows(specs):
+# NBVAL_IGNORE_OUTPUT
+for a in found.audits:
+    for s in audit.settings_rows(a.specs):
         env = " ".join(f"{k}={v}" for k, v in s["env"].items())
-        print(f"{dist} {version}: {env}  replaces {s['replaces'] or '-'}")
+        print(f"{a.package} {a.version}: {env}  replaces {s['replaces'] or '-'}")
 
 # %% [markdown]
-# ## 4. Evidence, quoted from the wheel files (`[version] path:line: text`)
+# ## 4. Evidence, quoted from the audited files (`[version] path:line: text`)
 # The unit test `test_evidence_lines_quote_the_real_files` checks every such line against the wheel.
 
 # %%
-for (dist, version), (specs, rows) in audits.items():
-    for r in rows:
+# NBVAL_IGNORE_OUTPUT
+for a in found.audits:
+    for r in a.rows:
         if r["id"] in show_evidence_for:
-            print(f"-- {version} {r['id']} ({r['classification']}): {r['purpose']}")
-            print(textwrap.indent(r["evidence"], "   "))
+            lines = r["evidence"].splitlines()
+            print(f"-- {a.version} {r['id']} ({r['classification']}): {r['purpose']}")
+            print(textwrap.indent("\n".join(lines[:8]), "   "))
+            if len(lines) > 8:
+                print(f"   ... {len(lines) - 8} more evidence lines in the spec")
 
 # %% [markdown]
 # ## 5. The patch that matters: SM120 grouped-GEMM stage count
-# Written separately (`specs/flashinfer_sm120_stage_count.yaml`, with the shared-memory proof in
-# `sm120lab.cutlass_smem`). Shown here when that spec is present for the audited version.
+# `specs/flashinfer_sm120_stage_count.yaml`, with the shared-memory proof of notebook 02
+# (`sm120lab.cutlass_smem`): two NVFP4 tiles get three pipeline stages and 102,400 B of shared
+# storage, over SM120's 101,376 B; the patch gives them two.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-found = False
-for (dist, version), (specs, rows) in audits.items():
-    for r in rows:
-        if r not in own(rows):
-            found = True
-            print(f"{version}: {r['id']:<30} {r['classification']:<10} {r['status']:<16} {r['advice']}")
-            print(textwrap.indent(r["purpose"], "   "))
-if not found:
-    print("no stage-count spec in this checkout (sm120lab/patches/specs/flashinfer_sm120_stage_count.yaml)")
+stage_rows = [(a, r) for a in found.audits for r in a.rows if r["source"].startswith(STAGE)]
+for a, r in stage_rows:
+    print(f"{a.version}: {r['id']:<30} {r['classification']:<10} {r['status']:<16} {r['advice']}")
+    print(textwrap.indent(r["purpose"], "   "))
+if not stage_rows:
+    print("no audited FlashInfer version has a stage-count spec")
 
 # %% [markdown]
 # ## 6. `sm120lab doctor` on this machine
@@ -149,13 +163,15 @@ if not found:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-report = doctor.run()
-doctor.render(report, Console(force_jupyter=False, no_color=True, width=130, highlight=False))
+buffer = io.StringIO()
+doctor.render(report, Console(file=buffer, force_terminal=False, force_jupyter=False, color_system=None, width=150,
+                              highlight=False))
+print(buffer.getvalue())
 
 # %%
-results.record("05_patch_audit", {
-    "audits": {f"{d}=={v}": own(rows) for (d, v), (specs, rows) in audits.items()},
-    "doctor": {"verdicts": report["verdicts"], "verdicts_if_sm120": report["verdicts_if_sm120"],
+_ = results.record("05_patch_audit", {
+    "audits": {a.key: {"origin": a.origin.value, "rows": seed_edits(a.rows)} for a in found.audits},
+    "not_audited": found.not_audited,
+    "doctor": {"verdicts": report["verdicts"], "verdicts_if_sm120": report.get("verdicts_if_sm120"),
                "facts": report["facts"]},
 })
-print("recorded")

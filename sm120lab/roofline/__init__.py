@@ -5,8 +5,10 @@
 - :mod:`.routing`   expected distinct experts per step, uniform (closed form) and Zipf
 - :mod:`.decode`    per-step bytes/FLOPs by component
 - :mod:`.ceiling`   TP x PP ceiling tok/s (memory vs compute floor, collectives, pipeline bubble)
-- :mod:`.hardware`  ``data/hardware.csv``; :mod:`.published` ``data/published/*.csv``;
-  :mod:`.measured`  ``data/bench/moe_*.json`` (MoE-layer-only)
+- :mod:`.hardware`  ``data/hardware.csv`` (+ the recorded bench ceilings); :mod:`.published`
+  ``data/published/*.csv``; :mod:`.measured`  ``data/bench/moe_*.json`` (MoE-layer-only)
+- :mod:`.lesson`    the tables of notebook 04 (ceilings per GPU, published vs ceiling, a
+  prediction from a measured kernel efficiency)
 
 Everything here is arithmetic on public specifications: a ceiling, not a prediction, and for
 SM120 parts unverified on SM120 hardware.
