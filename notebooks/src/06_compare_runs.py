@@ -5,77 +5,133 @@
 # (`make run`, or `sm120lab run --matrix settings.yaml` for several settings at once) and compare:
 # which backends went from garbage to correct, which arch-flag cells now compile, which timings
 # moved beyond their noise. The same comparison on the command line is
-# `sm120lab compare RUN_A RUN_B ...` (exit status 1 on a correctness regression).
+# `sm120lab compare RUN_A RUN_B ...` (non-zero exit status on a correctness regression).
 #
-# By default this notebook compares the runs recorded in `data/runs/` (a CPU-only run and an
-# H200 run, both committed, trimmed of bulky outputs with `sm120lab archive`).
+# Under `sm120lab run` this notebook judges **the run it is part of** against every run recorded
+# in `data/runs/` (`sm120lab.compare.against_recorded`). Opened on its own, outside a run, it
+# compares the recorded runs with each other; pass `runs` to compare any run folders.
 
 # %%
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
+from matplotlib.patches import Patch
 
-from sm120lab import results
-from sm120lab.compare import compare_many, load_run, run_overview, timeline
-from sm120lab.paths import data_dir
+from sm120lab import answer, results
+from sm120lab.answer import Answer, Status
+from sm120lab.compare import (
+    against_recorded,
+    compare_many,
+    current_run_dir,
+    environment_facts,
+    load_run,
+    recorded_runs,
+    run_overview,
+    timeline,
+)
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 60)
 
 # %% tags=["parameters"]
-# run folders (empty: every folder under data/runs/, oldest first)
+# run folders to compare, the first one the baseline (empty: this run against data/runs/, or,
+# outside a run, the recorded runs with each other)
 runs = []
 # smallest relative bench change ever called a regression
 min_rel = 0.05
 
 # %%
-if not runs:
-    root = data_dir() / "runs"
-    runs = sorted((str(p) for p in root.iterdir() if (p / "summary.json").exists()),
-                  key=lambda p: load_run(p).summary.get("started_utc", "")) if root.is_dir() else []
-enough = len(runs) >= 2
-if not enough:
-    print(f"only {len(runs)} run folder(s) found: record runs with `sm120lab run` and pass them as `runs`")
+this_run = current_run_dir()
+if runs:
+    mode, folders = "the runs given in `runs`", [Path(r) for r in runs]
+    comparisons = compare_many(folders, min_rel=min_rel) if len(folders) >= 2 else []
+elif this_run is not None:
+    mode, folders = "this run against every recorded run", [*recorded_runs(), this_run]
+    comparisons = against_recorded(min_rel=min_rel)
+else:
+    mode, folders = "the recorded runs with each other (no run in progress)", recorded_runs()
+    comparisons = compare_many(folders, min_rel=min_rel) if len(folders) >= 2 else []
+
+
+def gpu_of(label):
+    folder = next((f for f in folders if Path(f).name == label), None)
+    return environment_facts(load_run(folder).environment).get("gpu") if folder is not None else None
+
+
+box = []
+for c in comparisons:
+    before, after = gpu_of(c.baseline), gpu_of(c.other)
+    corr, regs = c.correctness_regressions, c.regressions
+    fixes = [ch for ch in c.changes if ch.assessment.value in ("fix", "improvement")]
+    same_machine = before == after
+    status = Status.ok if not regs else (Status.bad if same_machine else Status.warn)
+    other = "this run" if this_run is not None and c.other == this_run.name else c.other
+    box.append(Answer(f"{other} vs {c.baseline}",
+                      f"{len(corr)} correctness regression(s), {len(regs) - len(corr)} other regression(s), "
+                      f"{len(fixes)} fix(es)/improvement(s)", status,
+                      f"GPU {before or 'none'} -> {after or 'none'}" + (
+                          "" if same_machine or not regs else ": different machines, so checks only the other "
+                          "GPU can run count as lost here")))
+if not comparisons:
+    box.append(Answer("runs compared", "not run", Status.not_run,
+                      f"{len(folders)} run folder(s) found for {mode}: record runs with `sm120lab run`"))
+answer.show(box, title=f"Comparison: {mode}")
+_ = answer.record(box, "06_compare_runs")
 
 # %% [markdown]
 # ## The runs and their environments
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-pd.DataFrame(run_overview(runs))
+display(pd.DataFrame(run_overview(folders)) if folders else "no run folders")
 
 # %% [markdown]
-# ## Differences against the first run
+# ## Differences
 #
-# `regression` on a verdict means a backend that was `correct` is now `degraded` or `garbage`.
-# Bench figures are only called regressions or improvements outside their noise band
-# (the larger recorded repeat spread, at least `min_rel`).
+# `regression` on a verdict means correctness evidence was lost: a backend that was `correct`
+# is now worse, errored, was skipped, or its verdict is missing, or a notebook failed. Bench
+# figures are only called regressions or improvements outside their noise band (the larger
+# recorded repeat spread, at least `min_rel`).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-if enough:
-    comparisons = compare_many(runs, min_rel=min_rel)
-    diff = pd.DataFrame([{"other": c.other, **ch.__dict__} for c in comparisons for ch in c.changes
-                         if ch.kind != "environment"])
-    print(f"{sum(len(c.correctness_regressions) for c in comparisons)} correctness regression(s)")
-    display(diff if len(diff) else "no differences beyond the environment")
+diff = pd.DataFrame([{"baseline": c.baseline[:28], "other": c.other[:28], "kind": ch.kind.value,
+                      "notebook": ch.notebook, "key": ch.key, "before": ch.before, "after": ch.after,
+                      "assessment": ch.assessment.value}
+                     for c in comparisons for ch in c.changes if ch.kind.value != "environment"])
+if diff.empty:
+    print("no differences beyond the environment" if comparisons else "nothing to compare")
 else:
-    print("needs two runs")
+    print(diff.groupby(["other", "kind", "assessment"]).size().rename("changes").to_string())
+    notable = diff[diff["assessment"] != "within-noise"].sort_values("assessment", key=lambda s: s != "regression")
+    print(f"\nthe first {min(20, len(notable))} of {len(notable)} changes beyond noise, regressions first:")
+    print(notable.drop(columns=["baseline"]).head(20).to_string(index=False))
 
 # %% [markdown]
 # ## Verdicts across runs
 
 # %%
-rows = pd.DataFrame(timeline(runs)) if enough else pd.DataFrame()
-if enough and len(rows) and (rows["kind"] == "verdict").any():
+rows = pd.DataFrame(timeline(folders)) if folders else pd.DataFrame()
+CODE = {"correct": 0, "degraded": 1, "garbage": 2, "error": 3, "skipped": 4}
+COLOURS = ["#2ca02c", "#ffbf00", "#d62728", "#7b2d8e", "#bbbbbb"]
+if len(rows) and (rows["kind"] == "verdict").any():
     v = rows[rows["kind"] == "verdict"].pivot_table(index="key", columns="run", values="value", aggfunc="first")
-    code = {"correct": 0, "degraded": 1, "garbage": 2}
-    num = v.apply(lambda col: col.map(lambda s: code.get(s, float("nan"))))
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * num.shape[1], 0.4 + 0.35 * num.shape[0]))
-    ax.imshow(num.values, cmap="RdYlGn_r", vmin=0, vmax=2, aspect="auto")
-    ax.set_xticks(range(num.shape[1]), [c[:24] for c in num.columns], rotation=20, ha="right")
-    ax.set_yticks(range(num.shape[0]), num.index)
-    for (i, j), s in pd.DataFrame(v.values).stack().items():
-        ax.text(j, i, s, ha="center", va="center", fontsize=7)
-    ax.set_title("verdict per backend and run"); plt.tight_layout(); plt.show()
+    num = v.apply(lambda col: col.map(lambda s: CODE.get(s, float("nan"))))
+    fig, ax = plt.subplots(figsize=(2.5 + 2.2 * num.shape[1], 1.0 + 0.32 * num.shape[0]))
+    cmap = plt.matplotlib.colors.ListedColormap(COLOURS)
+    cmap.set_bad("white")
+    ax.imshow(num.values.astype(float), cmap=cmap, vmin=-0.5, vmax=len(COLOURS) - 0.5, aspect="auto")
+    ax.set_xticks(range(num.shape[1]), [c[:30] for c in num.columns], rotation=15, ha="right")
+    ax.set_yticks(range(num.shape[0]), num.index, fontsize=7)
+    ax.set_xlabel("run")
+    ax.set_ylabel("check (backend or probe)")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in zip(CODE, COLOURS)] + [Patch(color="white", ec="k",
+              label="not in this run")], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.set_title("verdict per check and run")
+    plt.tight_layout()
+    plt.show()
 else:
     print("no verdicts recorded in these runs")
 
@@ -83,19 +139,26 @@ else:
 # ## Benchmark figures across runs
 
 # %%
-if enough and len(rows) and (rows["kind"] == "bench").any():
+if len(rows) and (rows["kind"] == "bench").any():
     b = rows[rows["kind"] == "bench"]
     keys = sorted(b["key"].unique())[:12]
-    fig, ax = plt.subplots(figsize=(9, 3.5))
+    fig, ax = plt.subplots(figsize=(9, 3.8))
     for key in keys:
         s = b[b["key"] == key]
-        ax.errorbar(s["run"], s["value"], yerr=s["value"] * s["spread"].fillna(0) / 2, marker="o", label=key, capsize=3)
-    ax.set_yscale("log"); ax.set_ylabel("value (unit per figure)"); ax.legend(fontsize=7, ncol=2)
+        ax.errorbar(s["run"].str[:24], s["value"], yerr=s["value"] * s["spread"].fillna(0) / 2, marker="o", label=key,
+                    capsize=3)
+    ax.set_yscale("log")
+    ax.set_xlabel("run")
+    ax.set_ylabel(f"value ({', '.join(sorted(set(b['unit'].dropna())))}; log axis)")
+    ax.legend(fontsize=6, ncol=2)
     ax.set_title("bench figures per run (error bars: recorded repeat spread)")
-    plt.xticks(rotation=20, ha="right"); plt.tight_layout(); plt.show()
+    plt.tight_layout()
+    plt.show()
 else:
     print("no bench figures recorded in these runs")
 
 # %%
-results.record("06_compare_runs", {"runs": [Path(r).name for r in runs],
-                                   "correctness_regressions": sum(len(c.correctness_regressions) for c in comparisons) if enough else None})
+_ = results.record("06_compare_runs", {
+    "mode": mode, "runs": [Path(r).name for r in folders],
+    "correctness_regressions": {c.baseline: len(c.correctness_regressions) for c in comparisons},
+})
