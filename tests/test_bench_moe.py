@@ -1,23 +1,17 @@
 """CPU checks of the MoE benchmark's pieces: the contenders compute the same MoE as the
-reference (so the timings compare like with like), byte/flop accounting, statistics, targets,
-the plot and the CLI's refusal without a GPU."""
+reference (so the timings compare like with like), byte/flop accounting, targets, the plot,
+never overwriting an earlier run, and the CLI's refusal without a GPU."""
 
-import statistics
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from sm120lab.bench.moe import _row, evaluate_targets
+from sm120lab.bench.moe import default_out_path, evaluate_targets
 from sm120lab.bench.moe_problem import BenchLayer, dequantize_to, random_nvfp4_experts, uniform_routing
-from sm120lab.bench.timing import percentile
 from sm120lab.moe.reference import moe_reference
 from sm120lab.nvfp4 import dequantize_nvfp4
-
-
-def _gen():
-    return torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ()).item()))
 
 
 def _layer(g, e=6, k=2, h=64, i=32):
@@ -28,8 +22,8 @@ def _layer(g, e=6, k=2, h=64, i=32):
     return layer
 
 
-def test_random_weights_are_valid_nvfp4_and_dequantize_to_matches():
-    g = _gen()
+def test_random_weights_are_valid_nvfp4_and_dequantize_to_matches(seed):
+    g = torch.Generator().manual_seed(seed)
     q = random_nvfp4_experts(5, 32, 48, device="cpu", gen=g)
     assert q.data.dtype == torch.uint8 and q.data.shape == (5, 32, 24)
     assert q.scale.dtype == torch.float8_e4m3fn and q.scale.shape == (5, 32, 3)
@@ -40,10 +34,10 @@ def test_random_weights_are_valid_nvfp4_and_dequantize_to_matches():
 
 
 @pytest.mark.parametrize("tokens", [1, 7])
-def test_torch_contenders_compute_the_reference_moe(tokens):
+def test_torch_contenders_compute_the_reference_moe(tokens, seed):
     from sm120lab.bench.contenders import torch_bf16_moe, torch_loop_moe
 
-    g = _gen()
+    g = torch.Generator().manual_seed(seed)
     layer = _layer(g)
     ids, tw = uniform_routing(tokens, layer.E, layer.k, device="cpu", gen=g)
     x = torch.randn(tokens, layer.H, generator=g).to(torch.bfloat16)
@@ -59,8 +53,8 @@ def test_torch_contenders_compute_the_reference_moe(tokens):
         assert rel < 2e-2, (fn.__name__, rel)
 
 
-def test_bytes_and_flops_accounting():
-    g = _gen()
+def test_bytes_and_flops_accounting(seed):
+    g = torch.Generator().manual_seed(seed)
     h, i = 16 * int(torch.randint(1, 9, (), generator=g)), 16 * int(torch.randint(1, 9, (), generator=g))
     layer = BenchLayer(E=4, k=2, H=h, I=i, w13=None, w2=None)
     assert layer.nvfp4_bytes_per_expert("w13") == 2 * i * h * 9 // 16
@@ -68,43 +62,46 @@ def test_bytes_and_flops_accounting():
     assert layer.dense_bytes_per_expert("moe", 2) == 3 * i * h * 2
     assert layer.dense_bytes_per_expert("w13", 1, 4) == 2 * i * h + 2 * i * 4
     assert layer.flops("moe", 10) == 2.0 * 10 * 3 * i * h
-    us = float(torch.rand(()) * 100 + 1)
-    row = _row(layer, 3, "x", "w13", {"us_median": us, "us_p10": us, "us_p90": us, "n_reps": 50}, 1e6, 6,
-               {"copy_GBps": 4000.0, "bf16_TFLOPs": 800.0}, "cuda_graph")
-    assert row["GBps"] == pytest.approx(1e6 / (us * 1e-6) / 1e9)
-    assert row["pct_copy_bw"] == pytest.approx(100 * row["GBps"] / 4000.0)
-    assert row["TFLOPs"] == pytest.approx(layer.flops("w13", 6) / (us * 1e-6) / 1e12)
-    assert row["pct_bf16"] == pytest.approx(100 * row["TFLOPs"] / 800.0)
 
 
-def test_percentile_and_median():
-    xs = torch.rand(101).tolist()
-    s = sorted(xs)
-    assert percentile(xs, 50) == statistics.median(xs)
-    assert percentile(xs, 10) == s[10] and percentile(xs, 90) == s[90]
-    with pytest.raises(ValueError):
-        percentile([], 50)
+def _row(t, c, op, us, **kw):
+    return {"T": t, "contender": c, "op": op, "us_median": us, "timing": "cuda_graph", **kw}
 
 
-def test_targets_are_ratios_of_measured_rows():
-    ours1, bf1 = float(torch.rand(()) * 50 + 10), float(torch.rand(()) * 500 + 10)
-    rows = [
-        {"T": 1, "contender": "triton-w4a16", "op": "moe", "us_median": ours1, "timing": "cuda_graph"},
-        {"T": 1, "contender": "torch-bf16-grouped", "op": "moe", "us_median": bf1, "timing": "cuda_graph"},
-    ] + [{"T": t, "contender": "triton-w4a16", "op": "w13", "pct_copy_bw": 80.0, "timing": "cuda_graph"} for t in (1, 4, 16)]
+def test_targets_are_ratios_of_measured_rows(seed):
+    g = torch.Generator().manual_seed(seed)
+    ours = {t: float(torch.rand((), generator=g)) * 100 + 10 for t in (1, 4, 16, 4096)}
+    fp8 = {t: float(torch.rand((), generator=g)) * 100 + 10 for t in ours}
+    rows = [_row(t, "triton-w4a16", "moe", us, x_floor=1.2) for t, us in ours.items()]
+    rows += [_row(t, "torch-fp8-grouped", "moe", us) for t, us in fp8.items()]
+    rows += [_row(t, "triton-w4a16", "w13", 1.0, pct_copy_bw=80.0) for t in (1, 4, 16)]
+    rows += [_row(4096, "torch-bf16-grouped", "moe", 2 * ours[4096])]
+    rows += [dict(_row(1, "triton-w4a16", "moe", 1e-3), timing="eager")]  # eager rows never count
     out = evaluate_targets({"rows": rows})
-    assert out["speedup_vs_bf16_T1"] == pytest.approx(bf1 / ours1)
-    assert out["speedup_vs_bf16_T1_ge_5.0"] == (bf1 / ours1 >= 5)
-    assert out["w13_ge_75pct_copy_bw"] is True
-    assert out["speedup_vs_bf16_T4096"] is None and out["speedup_vs_bf16_T4096_ge_1.5"] is False
+    for t in ours:
+        assert out["speedup_vs_fp8"][str(t)] == pytest.approx(fp8[t] / ours[t])
+    assert out["faster_than_fp8_every_T"] == all(fp8[t] > ours[t] for t in ours)
+    assert out["w13_ge_75pct_copy_bw"] is True and out["layer_within_1.35x_floor"] is True
+    assert out["speedup_vs_bf16_T4096"] == pytest.approx(2.0) and out["ge_1.0x_bf16_T4096"] is True
+    rows[0]["x_floor"] = 1.4  # one miss fails the target
+    assert evaluate_targets({"rows": rows})["layer_within_1.35x_floor"] is False
+    assert evaluate_targets({"rows": rows[1:]})["layer_within_1.35x_floor"] is False  # a missing row too
+
+
+def test_default_out_path_never_overwrites(tmp_path):
+    first = default_out_path(tmp_path)
+    first.write_text("{}")
+    second = default_out_path(tmp_path)
+    assert second != first and second.parent == tmp_path and second.name.startswith(first.stem)
 
 
 def test_plot_writes_png(tmp_path):
-    from sm120lab.bench.plot import plot_moe
+    from sm120lab.bench.plot import pct_of_floor, plot_moe
 
-    rows = [{"T": t, "contender": c, "op": "moe", "us_median": float(torch.rand(()) * 100 + 1), "timing": "cuda_graph",
-             "weight_bytes": 10**7 * t} for t in (1, 4, 16) for c in ("triton-w4a16", "torch-bf16-grouped")]
-    doc = {"rows": rows, "ceilings": {"copy_GBps": 4000.0}, "model": "m", "shape": {"E": 8, "k": 2, "H": 64, "I": 32}}
+    rows = [_row(t, c, "moe", 2.0 * t) for t in (1, 4, 16) for c in ("triton-w4a16", "torch-bf16-grouped")]
+    doc = {"rows": rows, "floor_us": {str(t): {"moe": 1.0 * t} for t in (1, 4, 16)}, "model": "m",
+           "shape": {"E": 8, "k": 2, "H": 64, "I": 32}}
+    assert pct_of_floor(doc, "triton-w4a16") == [(1, 50.0), (4, 50.0), (16, 50.0)]
     p = plot_moe(doc, tmp_path / "x.png")
     assert p.exists() and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -6,13 +6,12 @@ compiles in a subprocess without it). GPU checks: scripts/h200_bench.py (recorde
 """
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 # Triton's interpreter only works if TRITON_INTERPRET=1 is set before triton is first imported
 # (triton.language's own @jit helpers are created at import). If another test module imported
@@ -21,11 +20,10 @@ _FRESH = "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1
 os.environ["TRITON_INTERPRET"] = "1"
 from sm120lab.kernels import moe_layer as fm  # noqa: E402
 from sm120lab.kernels.moe_sort import moe_sort, padded_bounds  # noqa: E402
-
-from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4
-from sm120lab.moe.problem import make_moe_problem
-from sm120lab.moe.reference import moe_reference
-from sm120lab.nvfp4 import quantize_nvfp4
+from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4  # noqa: E402
+from sm120lab.moe.problem import make_moe_problem  # noqa: E402
+from sm120lab.moe.reference import moe_reference  # noqa: E402
+from sm120lab.nvfp4 import quantize_nvfp4  # noqa: E402
 
 needs_interp = pytest.mark.skipif(not (_FRESH and fm.interpreting()),
                                 reason="triton was imported before TRITON_INTERPRET=1: see test_in_fresh_process")
@@ -39,18 +37,14 @@ def test_in_fresh_process():
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 
-def _seed() -> int:
-    return int(torch.randint(0, 2**31 - 1, ()).item())
-
-
 def _rel(a, b) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 @needs_interp
 @pytest.mark.parametrize("block_m", [16, 32])
-def test_sort_groups_every_slot_once_and_pads(block_m):
-    g = torch.Generator().manual_seed(_seed())
+def test_sort_groups_every_slot_once_and_pads(block_m, seed):
+    g = torch.Generator().manual_seed(seed)
     e = int(torch.randint(3, 40, (), generator=g))
     t = int(torch.randint(1, 30, (), generator=g))
     k = int(torch.randint(1, min(e, 4) + 1, (), generator=g))
@@ -75,8 +69,8 @@ def test_sort_groups_every_slot_once_and_pads(block_m):
 
 
 @needs_interp
-def test_quantize_rows_bit_exact_with_sm120lab_nvfp4():
-    g = torch.Generator().manual_seed(_seed())
+def test_quantize_rows_bit_exact_with_sm120lab_nvfp4(seed):
+    g = torch.Generator().manual_seed(seed)
     rows, cols = 9, 16 * int(torch.randint(2, 12, (), generator=g))
     x = (torch.randn(rows, cols, generator=g) * torch.exp(torch.randn(rows, 1, generator=g) * 2)).bfloat16()
     x[0, :16] = 0  # an all-zero block: scale 0, codes +-0
@@ -92,8 +86,8 @@ def test_quantize_rows_bit_exact_with_sm120lab_nvfp4():
 
 @needs_interp
 @pytest.mark.parametrize("routing,tokens", [("uniform", 24), ("sparse", 17), ("hot", 9), ("single", 1)])
-def test_w4a16_matches_fp64_reference(routing, tokens):
-    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=_seed())
+def test_w4a16_matches_fp64_reference(routing, tokens, seed):
+    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=seed)
     out = torch.full((tokens, p.config.H), -2.0 ** 127, dtype=torch.bfloat16)
     fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a16", out=out, _poison=True)
     ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
@@ -103,8 +97,8 @@ def test_w4a16_matches_fp64_reference(routing, tokens):
 
 
 @needs_interp
-def test_w4a16_swizzled_scales_and_big_block_m():
-    p = make_moe_problem("tiny", tokens=40, routing="zipf", seed=_seed())
+def test_w4a16_swizzled_scales_and_big_block_m(seed):
+    p = make_moe_problem("tiny", tokens=40, routing="zipf", seed=seed)
     ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
     from sm120lab.kernels.moe_configs import CONFIGS
 
@@ -115,20 +109,33 @@ def test_w4a16_swizzled_scales_and_big_block_m():
 
 
 @needs_interp
-def test_w4a16_swap_ab_tiles_match_reference():
-    from sm120lab.kernels.moe_configs import GemmConfig
+@pytest.mark.parametrize("routing,tokens,cfg_name,layout", [
+    ("uniform", 5, "d16x64w4s1", "linear"), ("hot", 7, "d32x64w4s1o", "swizzled"), ("single", 1, "d64x64w4s1", "linear")])
+def test_packed_decode_matches_fp64_reference(routing, tokens, cfg_name, layout, seed):
+    """The decode kernel (portable path under the interpreter) on prepared weights, poisoned outputs."""
+    from sm120lab.constants import SENTINEL
+    from sm120lab.kernels.moe_configs import DECODE_CONFIGS
+    from sm120lab.kernels.prepack import prepare_moe_weights
 
-    p = make_moe_problem("tiny", tokens=13, routing="uniform", seed=_seed())
+    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=seed)
+    w13, w2 = (p.w13, p.w2) if layout == "linear" else (p.w13_swizzled, p.w2_swizzled)
+    packed = prepare_moe_weights(w13, w2)
+    cfg = DECODE_CONFIGS[cfg_name]
+    out = torch.full((tokens, p.config.H), SENTINEL, dtype=torch.bfloat16)
+    fm.fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, packed, decode=True, decode_configs=(cfg, cfg),
+                        out=out, _poison=True)
     ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
-    cfg = GemmConfig(16, 32, 64, 4, 3, SWAP_AB=True, FAST=True)  # FAST is dropped under the interpreter
-    out = fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, configs=(cfg, cfg), _poison=True)
+    assert bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
     assert _rel(out, ref) < 1e-2
+    # the MMA path on the same packed buffers computes the same function
+    mma = fm.fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, packed, decode=False, _poison=True)
+    assert _rel(mma, ref) < 1e-2
 
 
 @needs_interp
 @pytest.mark.parametrize("routing,tokens", [("uniform", 20), ("single", 1)])
-def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens):
-    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=_seed())
+def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens, seed):
+    p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=seed)
     out = fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4",
                              a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
     emu = torch.full((tokens, p.config.H), -2.0 ** 127, dtype=torch.float32)
@@ -142,8 +149,8 @@ def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens):
 
 
 @needs_interp
-def test_bad_arguments_name_the_argument():
-    p = make_moe_problem("tiny", tokens=4, seed=_seed())
+def test_bad_arguments_name_the_argument(seed):
+    p = make_moe_problem("tiny", tokens=4, seed=seed)
     with pytest.raises(ValueError, match="mode"):
         fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w8a8")
     with pytest.raises(ValueError, match="hidden"):

@@ -1,8 +1,12 @@
 """The MoE implementations the benchmark times, each as ``make(layer, hidden, ids, weights) ->
 callable`` so that every contender gets the same routing.
 
-- ``triton-w4a16`` / ``triton-w4a4``: :func:`sm120lab.kernels.moe_layer.fused_moe_nvfp4`
-  (sort + GEMMs + k-sum all inside the timed call);
+- ``triton-w4a16``: :func:`sm120lab.kernels.moe_layer.fused_moe_packed` on weights prepared once
+  by :func:`sm120lab.kernels.prepack.prepare_moe_weights` (decode kernel where rows per active
+  expert <= 1.5, else the MMA kernel on the same buffers); everything after the one-time
+  preparation is inside the timed call;
+- ``triton-w4a16-baseline`` / ``triton-w4a4``: :func:`sm120lab.kernels.moe_layer.fused_moe_nvfp4`
+  on the canonical tensors (the MMA kernel of 2026-12-02; sort + GEMMs + k-sum inside the call);
 - ``torch-bf16-grouped``: sort by expert (argsort, scatter-add counts, cumsum), gather, two
   ``torch._grouped_mm`` on bf16 weights, SiLU*up, weighted index_add;
 - ``torch-fp8-grouped``: the same with ``torch._scaled_grouped_mm`` on FP8 e4m3 weights with
@@ -83,9 +87,23 @@ def torch_loop_moe(layer: BenchLayer, x, ids, tw):
     return out.to(torch.bfloat16)
 
 
-def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None, a2=None):
-    """A no-argument callable running contender ``name``'s MoE layer on this routing."""
+def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None, a2=None, packed=None,
+             decode_configs=None, decode=None, fast=None):
+    """A no-argument callable running contender ``name``'s MoE layer on this routing.
+
+    Args:
+        packed: the prepared weights (``triton-w4a16`` only).
+        fast: decode with inline PTX (None: where supported).
+        configs / decode_configs / decode: tile choices passed to the Triton layer.
+    """
     if name == "triton-w4a16":
+        from ..kernels.moe_layer import fused_moe_packed
+
+        if packed is None:
+            raise ValueError("triton-w4a16 needs packed= (sm120lab.kernels.prepack.prepare_moe_weights)")
+        return lambda: fused_moe_packed(x, ids, tw, packed, decode=decode, decode_configs=decode_configs,
+                                        configs=configs, fast=fast)
+    if name == "triton-w4a16-baseline":
         from ..kernels.moe_layer import fused_moe_nvfp4
 
         return lambda: fused_moe_nvfp4(x, ids, tw, layer.w13, layer.w2, mode="w4a16", configs=configs)
@@ -103,10 +121,34 @@ def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None,
     raise ValueError(f"unknown contender {name!r}")
 
 
-def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None):
+def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=None, decode_configs=None,
+             decode=None, fast=None):
     """A callable running only the w13 GEMM of contender ``name`` (inputs sorted/gathered outside)."""
     k = ids.shape[1]
     if name == "triton-w4a16":
+        from ..kernels.moe_configs import DECODE_MAX_ROWS_PER_EXPERT, pick_decode_configs
+        from ..kernels.moe_layer import _packed_gemm_args, fast_decode_supported, launch_decode, launch_moe_gemm
+        from ..kernels.moe_sort import moe_sort
+
+        s = ids.numel()
+        use_decode = s / min(layer.E, s) <= DECODE_MAX_ROWS_PER_EXPERT if decode is None else decode
+        buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
+        twf = tw.reshape(-1).contiguous()
+        if use_decode:
+            cfg = (decode_configs or pick_decode_configs(s))[0]
+            flat = ids.reshape(-1).contiguous()
+            slot_ids, expert_ids = moe_sort(ids, layer.E, 1) if cfg.SORTED else (flat, flat)
+            fast = fast_decode_supported(x.device) if fast is None else fast
+            return lambda: launch_decode(x, packed.w13, buf, twf, expert_ids, slot_ids, n=layer.I, num_slots=s,
+                                         a_row_div=k, n_up=layer.I, fuse_silu=True, mul_routing=False, cfg=cfg,
+                                         fast=fast)
+        cfg13 = configs[0]
+        sorted_ids, block_expert = moe_sort(ids, layer.E, cfg13.BLOCK_M)
+        wa = _packed_gemm_args(packed.w13)
+        return lambda: launch_moe_gemm(x, x, twf, wa, buf, twf, sorted_ids, block_expert, n=layer.I, k=layer.H,
+                                       num_slots=s, a_row_div=k, n_up=layer.I, a_mode=0,
+                                       fuse_silu=True, mul_routing=False, cfg=cfg13)
+    if name == "triton-w4a16-baseline":
         from ..kernels.moe_layer import _weight_args, launch_moe_gemm
         from ..kernels.moe_sort import moe_sort
 
@@ -131,8 +173,8 @@ def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None):
 
 
 def make_w2(name: str, layer: BenchLayer, x, ids, tw, *, configs=None):
-    """Only the w2 GEMM of the Triton kernel (bf16 intermediate drawn at random)."""
-    if name != "triton-w4a16":
+    """Only the w2 GEMM of the baseline Triton kernel (bf16 intermediate drawn at random)."""
+    if name != "triton-w4a16-baseline":
         raise ValueError(f"no w2-only variant for {name!r}")
     from ..kernels.moe_layer import _weight_args, launch_moe_gemm
     from ..kernels.moe_sort import moe_sort

@@ -1,58 +1,49 @@
-"""Timing on a CUDA device: CUDA events around every repetition, after warm-up; median and
-10th/90th percentiles (METHOD.md: events, warm-up, median of many runs).
+"""Timing on a CUDA device with Triton's own benchmark helpers.
 
-``time_calls(fns, ...)`` cycles through a list of callables (one per input set, e.g. different
-routings) so that repeated runs do not re-read the same weights from L2. ``graphed(fn)`` captures
-``fn`` in a CUDA graph and returns its replay (removes Python launch gaps; used where capturable).
+- :func:`time_graph`: ``triton.testing.do_bench_cudagraph`` (the calls captured in one CUDA graph,
+  replayed; no Python launch gaps) -- the numbers the targets use.
+- :func:`time_eager`: ``triton.testing.do_bench`` (events around each call, L2 flushed between
+  calls; includes the Python launch cost of every kernel).
+
+What this module adds to them, and why it exists: both take a *list* of callables (one per input
+set, e.g. different routings) and time one pass over the whole list, divided by its length, so
+that repeated calls read different experts' weights instead of re-reading one set from L2.
 """
 
 from __future__ import annotations
 
-import statistics
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-import torch
-
-
-def percentile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    if not s:
-        raise ValueError("percentile of an empty list")
-    i = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
-    return s[i]
+QUANTILES = (0.5, 0.1, 0.9)
 
 
-def time_calls(fns: Sequence[Callable[[], object]], *, reps: int = 50, warmup: int = 5) -> dict:
-    """Median/p10/p90 microseconds of one call, cycling through ``fns``."""
+def _cycle(fns: Sequence[Callable[[], object]]) -> Callable[[], None]:
     if not fns:
         raise ValueError("fns must hold at least one callable")
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1, got {reps}")
-    for i in range(warmup):
-        fns[i % len(fns)]()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        starts[i].record()
-        fns[i % len(fns)]()
-        ends[i].record()
-    torch.cuda.synchronize()
-    us = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
-    return {"us_median": statistics.median(us), "us_p10": percentile(us, 10), "us_p90": percentile(us, 90),
-            "n_reps": reps}
+
+    def run_all() -> None:
+        for f in fns:
+            f()
+
+    return run_all
 
 
-def graphed(fn: Callable[[], object], warmup: int = 2) -> Callable[[], None]:
-    """Capture ``fn`` (static inputs) in a CUDA graph; return a callable that replays it."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g.replay
+def _result(ms: list[float], n: int, mode: str) -> dict:
+    med, p10, p90 = (x * 1000.0 / n for x in ms)
+    return {"us_median": med, "us_p10": p10, "us_p90": p90, "calls_per_pass": n, "timing": mode}
+
+
+def time_graph(fns: Sequence[Callable[[], object]], rep_ms: int = 40) -> dict:
+    """Median/p10/p90 microseconds of one call, from CUDA-graph replays of a pass over ``fns``."""
+    from triton.testing import do_bench_cudagraph
+
+    ms = do_bench_cudagraph(_cycle(fns), rep=rep_ms, quantiles=list(QUANTILES))
+    return _result(ms, len(fns), "cuda_graph")
+
+
+def time_eager(fns: Sequence[Callable[[], object]], rep_ms: int = 60) -> dict:
+    """Median/p10/p90 microseconds of one call, eager launches (``do_bench``, L2 flushed per pass)."""
+    from triton.testing import do_bench
+
+    ms = do_bench(_cycle(fns), warmup=10, rep=rep_ms, quantiles=list(QUANTILES))
+    return _result(ms, len(fns), "eager")

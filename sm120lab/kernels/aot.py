@@ -2,9 +2,14 @@
 
 ``triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget("cuda", cc, 32))`` runs
 Triton's whole pipeline down to PTX and cubin (ptxas bundled with Triton). From the result we
-read ``metadata.shared`` (bytes of shared memory per block), the PTX's key MMA instruction, and
-registers per thread from the cubin when ``cuobjdump`` is at hand (``n_regs`` is only filled by
-the driver at load time, so it is None here otherwise).
+read ``metadata.shared`` (bytes of shared memory per block), the PTX's key instruction, and from
+the cubin (``cuobjdump`` in Triton's wheel) registers per thread, stack/local bytes and the SASS
+spill instructions (``STL``/``LDL``); for the decode kernel also the SASS instruction mix of its
+K loop per weight element.
+
+The signature of each kernel is derived from the kernel's own argument names
+(:func:`signature`): constexpr parameters by name, ``*_ptr`` arguments typed from the variant's
+pointer table, every other argument ``i32``.
 
 Run ``python -m sm120lab.kernels.aot --out data/triton_aot/sm120.json`` to (re)write the table;
 ``tests/test_triton_aot.py`` runs the same compilation in a subprocess (the CPU interpreter
@@ -14,48 +19,95 @@ tests import the kernels in interpreted form in-process).
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import re
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-#: SM120/SM121 opt-in shared memory per block (CUDA programming guide, compute capability 12.x)
-SM120_SMEM_LIMIT = 101_376
+from ..constants import SM120_SMEM_LIMIT
+
 #: the block-scaled FP4 MMA (PTX ISA 8.7, mma.sync ... kind::mxf4nvf4) NVFP4 uses on sm_120/121
 NVFP4_MMA_RE = re.compile(r"mma\.sync\.aligned\.m16n8k64\.row\.col\.kind::mxf4nvf4\.block_scale\.scale_vec::4X\S*ue4m3")
 BF16_MMA_RE = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32")
 WGMMA_RE = re.compile(r"wgmma\.mma_async\S*bf16")
+#: the decode kernel's conversion (sm_89+): two E4M3 bytes -> f16x2
+E4M3X2_CVT_RE = re.compile(r"cvt\.rn\.f16x2\.e4m3x2")
 
-#: kernel variants: (name, A_MODE, FUSE_SILU, MUL_ROUTING)
-VARIANTS = (
-    ("w13_w4a16", 0, True, False),
-    ("w2_w4a16", 0, False, True),
-    ("w13_w4a4_dequant", 1, True, False),
-    ("w2_w4a4_dequant", 1, False, True),
-    ("w13_w4a4_native", 2, True, False),
-    ("w2_w4a4_native", 2, False, True),
-)
+# A_MODE values, the same objects the GEMM kernel compares against (sm120lab.kernels.moe_gemm)
+_A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled form of a kernel.
+
+    Args:
+        name: row key in the table.
+        kernel: "gemm" (:mod:`.moe_gemm`) or "decode" (:mod:`.moe_decode`).
+        constexprs: the variant's fixed constexprs (tile constexprs come from the config).
+        min_triton: the oldest Triton this variant is known to compile with for sm_120, and how known.
+    """
+
+    name: str
+    kernel: str
+    constexprs: dict = field(default_factory=dict)
+    min_triton: str = ""
+
+
+_MEASURED_36 = "3.6.0 (compiled with 3.6.0 and 3.9.0; older not tried)"
+_NATIVE_MIN = ("3.6.0 (3.6.0 and 3.9.0 lower it to the block-scaled mma; 3.5.1 and 3.4.0 fail in "
+               "TritonGPUAccelerateMatmul)")
+
+
+def _variants() -> tuple[Variant, ...]:
+    from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE
+
+    global _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE
+    _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = A_BF16.value, A_FP4_DEQUANT.value, A_FP4_NATIVE.value
+    out = []
+    for mode, tag, mt in ((A_BF16, "w4a16", _MEASURED_36), (A_FP4_DEQUANT, "w4a4_dequant", _MEASURED_36),
+                          (A_FP4_NATIVE, "w4a4_native", _NATIVE_MIN)):
+        for op, fuse in (("w13", True), ("w2", False)):
+            out.append(Variant(f"{op}_{tag}", "gemm", {"A_MODE": mode.value, "FUSE_SILU": fuse,
+                                                       "MUL_ROUTING": not fuse}, mt))
+    for op, fuse in (("w13", True), ("w2", False)):
+        out.append(Variant(f"{op}_decode", "decode", {"FUSE_SILU": fuse, "MUL_ROUTING": not fuse}, _MEASURED_36))
+    return tuple(out)
+
 
 #: what the fast CI test recompiles to check the committed table is reproducible
-SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m64n64k128w4s3"))
-
-_GEMM_SIG = {
-    "a_ptr": "*bf16", "as_ptr": "*u8", "a_gs_ptr": "*fp32", "w_ptr": "*u8", "ws_ptr": "*u8",
-    "w_gs_ptr": "*fp32", "out_ptr": "*bf16", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
-    "block_expert_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32", "a_row_div": "i32",
-    "n_up": "i32", "stride_am": "i32", "stride_asm": "i32", "stride_we": "i32", "stride_wn": "i32",
-    "stride_wse": "i32", "stride_wsn": "i32", "stride_wgs": "i32", "stride_om": "i32",
-}
+SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m64n64k128w4s3"), ("w13_decode", "d32x64w4s1"))
 
 
 def source_hash() -> str:
     """sha256 of the kernel sources (what a cached table must match)."""
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("moe_gemm.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py", "aot.py"):
+    for name in ("moe_gemm.py", "moe_decode.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py", "aot.py"):
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
+
+
+def signature(fn, ptr_types: dict[str, str], constexprs: dict) -> dict[str, str]:
+    """Triton signature from ``fn``'s own argument names: constexprs by name, ``*_ptr`` from
+    ``ptr_types``, everything else ``i32``."""
+    sig = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            if name not in ptr_types:
+                raise KeyError(f"{fn.__name__}: no pointer type given for argument {name!r}")
+            sig[name] = ptr_types[name]
+        else:
+            sig[name] = "i32"
+    missing = set(constexprs) - set(fn.arg_names)
+    if missing:
+        raise KeyError(f"{fn.__name__}: constexprs {sorted(missing)} are not arguments of the kernel")
+    return sig
 
 
 def _cuobjdump() -> str | None:
@@ -74,65 +126,86 @@ def _cuobjdump() -> str | None:
     return shutil.which("cuobjdump")
 
 
-def _regs_from_cubin(cubin: bytes) -> int | None:
-    """Registers per thread from ``cuobjdump -res-usage`` on the cubin, else None."""
+def _cubin_facts(cubin: bytes) -> dict:
+    """Registers, stack/local bytes (``-res-usage``) and SASS (``-sass``) of a cubin, or {} without cuobjdump."""
     import subprocess
     import tempfile
 
     tool = _cuobjdump()
     if tool is None:
-        return None
+        return {}
     with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
         fh.write(cubin)
         fh.flush()
         try:
-            text = subprocess.run([tool, "-res-usage", fh.name], capture_output=True, text=True, timeout=60).stdout
+            res = subprocess.run([tool, "-res-usage", fh.name], capture_output=True, text=True, timeout=60).stdout
+            sass = subprocess.run([tool, "-sass", fh.name], capture_output=True, text=True, timeout=60).stdout
         except (OSError, subprocess.SubprocessError):
-            return None
-    m = re.search(r"REG:(\d+)", text)
-    return int(m.group(1)) if m else None
+            return {}
+    facts = {}
+    for key in ("REG", "STACK", "LOCAL"):
+        m = re.search(rf"{key}:(\d+)", res)
+        facts[key] = int(m.group(1)) if m else None
+    facts["sass"] = sass
+    return facts
 
 
-def compile_gemm(variant: str, cfg, cc: int) -> dict:
-    """Compile one GEMM variant with one config for compute capability ``cc`` (e.g. 120)."""
+def loop_mix(sass: str) -> dict | None:
+    """Instruction mix of the longest backward-branch loop in SASS: {"n": count, "ops": {opcode: count}}."""
+    ops = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z0-9_.]+)(.*)", line)
+        if m:
+            ops.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    best = None
+    for addr, op, rest in ops:
+        if op.startswith("BRA"):
+            tgt = re.search(r"0x([0-9a-f]+)", rest)
+            if tgt and int(tgt.group(1), 16) < addr:
+                body = [o.split(".")[0] for a, o, _ in ops if int(tgt.group(1), 16) <= a <= addr]
+                if best is None or len(body) > best["n"]:
+                    best = {"n": len(body), "ops": dict(collections.Counter(body).most_common())}
+    return best
+
+
+def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: int, num_stages: int) -> dict:
+    """Compile ``fn`` for ``sm_<cc>``; returns shared bytes, registers, spills, key PTX facts, SASS."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from .moe_gemm import moe_nvfp4_gemm_kernel
-
-    row = {v[0]: v for v in VARIANTS}[variant]
-    _, a_mode, fuse, mul = row
-    sig = dict(_GEMM_SIG)
-    if a_mode != 0:
-        sig["a_ptr"] = "*u8"
-    sig["out_ptr"] = "*bf16" if fuse else "*fp32"
-    constexprs = {"A_MODE": a_mode, "FUSE_SILU": fuse, "MUL_ROUTING": mul, "BLOCK_M": cfg.BLOCK_M,
-                  "BLOCK_N": cfg.BLOCK_N, "BLOCK_K": cfg.BLOCK_K, "DOT_F32": False, "SWAP_AB": cfg.SWAP_AB,
-                  "FAST": cfg.FAST and a_mode != 2}
-    for name in constexprs:
-        sig[name] = "constexpr"
-    fn = moe_nvfp4_gemm_kernel
     if not isinstance(fn, triton.runtime.jit.JITFunction):
         raise RuntimeError("the kernels were imported under TRITON_INTERPRET=1; compile in a fresh process")
-    src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
+    src = ASTSource(fn=fn, signature=signature(fn, ptr_types, constexprs), constexprs=constexprs)
     t0 = time.perf_counter()
-    k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                       options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    k = triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps,
+                                                                       "num_stages": num_stages})
     dt = time.perf_counter() - t0
     ptx = k.asm["ptx"]
-    nvfp4 = NVFP4_MMA_RE.search(ptx)
-    bf16 = BF16_MMA_RE.search(ptx)
-    wgmma = WGMMA_RE.search(ptx)
-    key = nvfp4.group(0) if nvfp4 else bf16.group(0) if bf16 else wgmma.group(0) if wgmma else None
+    facts = _cubin_facts(k.asm["cubin"]) if "cubin" in k.asm else {}
+    sass = facts.pop("sass", "")
+    nvfp4, bf16, wgmma, cvt = (r.search(ptx) for r in (NVFP4_MMA_RE, BF16_MMA_RE, WGMMA_RE, E4M3X2_CVT_RE))
+    key = next((m.group(0) for m in (nvfp4, bf16, wgmma, cvt) if m), None)
+    shared = int(k.metadata.shared)
     return {
-        "kernel": variant, "config": config_key(variant, cfg), "cc": cc, "target": f"sm_{cc}",
-        "shared_bytes": int(k.metadata.shared), "fits_sm120": int(k.metadata.shared) <= SM120_SMEM_LIMIT,
-        "n_regs": _regs_from_cubin(k.asm["cubin"]) if "cubin" in k.asm else None,
-        "key_instruction": key,
-        "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)), "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)),
-        "compile_s": round(dt, 2),
+        "cc": cc, "target": f"sm_{cc}", "shared_bytes": shared, "fits_sm120": shared <= SM120_SMEM_LIMIT,
+        "n_regs": facts.get("REG"), "stack_bytes": facts.get("STACK"), "local_bytes": facts.get("LOCAL"),
+        "n_spill_stores": len(re.findall(r"\bSTL\b", sass)) if sass else None,
+        "n_spill_loads": len(re.findall(r"\bLDL\b", sass)) if sass else None,
+        "key_instruction": key, "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)),
+        "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "compile_s": round(dt, 2), "_sass": sass,
     }
+
+
+def _gemm_ptrs(a_mode: int, fuse: bool) -> dict:
+    return {"a_ptr": "*bf16" if a_mode == _A_BF16 else "*u8", "as_ptr": "*u8", "a_gs_ptr": "*fp32", "w_ptr": "*u8",
+            "ws_ptr": "*u8", "w_gs_ptr": "*fp32", "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
+            "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32"}
+
+
+def _decode_ptrs(fuse: bool) -> dict:
+    return {"a_ptr": "*bf16", "w_ptr": "*i32", "ws_ptr": "*u8", "alpha_ptr": "*fp32",
+            "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32", "expert_ptr": "*i64", "slot_ptr": "*i64"}
 
 
 def config_key(variant: str, cfg) -> str:
@@ -140,73 +213,120 @@ def config_key(variant: str, cfg) -> str:
     return cfg.name.rstrip("f") if variant.endswith("native") else cfg.name
 
 
+def compile_variant(variant: str, cfg, cc: int) -> dict:
+    """Compile one kernel variant with one tile config for ``sm_<cc>`` -> one table row."""
+    v = {x.name: x for x in _variants()}[variant]
+    ce = dict(v.constexprs)
+    if v.kernel == "gemm":
+        from .moe_gemm import moe_nvfp4_gemm_kernel as fn
+
+        ce.update(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DOT_F32=False,
+                  FAST=cfg.FAST and ce["A_MODE"] != _A_FP4_NATIVE)
+        ptrs = _gemm_ptrs(ce["A_MODE"], ce["FUSE_SILU"])
+    else:
+        from .moe_decode import moe_w4a16_decode_kernel as fn
+
+        ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, INTERPRET=False)
+        ptrs = _decode_ptrs(ce["FUSE_SILU"])
+    row = {"kernel": variant, "config": config_key(variant, cfg), "min_triton": v.min_triton,
+           **compile_kernel(fn, ptrs, ce, cc, cfg.num_warps, cfg.num_stages)}
+    sass = row.pop("_sass")
+    if v.kernel == "decode" and sass:
+        mix = loop_mix(sass)
+        if mix:
+            elems = cfg.BLOCK_N * cfg.BLOCK_KW * 8 / (32 * cfg.num_warps)
+            row["loop"] = {"instructions": mix["n"], "weight_elements_per_thread": elems,
+                           "instructions_per_element": round(mix["n"] / elems, 3),
+                           "top_opcodes": dict(list(mix["ops"].items())[:12])}
+    return row
+
+
 def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
     """Every (variant, config, cc) to compile, deduplicated by the config as compiled."""
-    from .moe_configs import CONFIGS
+    from .moe_configs import CONFIGS, DECODE_CONFIGS
 
     out, seen = [], set()
     for cc in ccs:
-        for v in (x[0] for x in VARIANTS):
-            for c in CONFIGS.values():
-                key = (v, config_key(v, c), cc)
+        for v in _variants():
+            for c in (CONFIGS if v.kernel == "gemm" else DECODE_CONFIGS).values():
+                key = (v.name, config_key(v.name, c), cc)
                 if key not in seen:
                     seen.add(key)
-                    out.append((v, c, cc))
+                    out.append((v.name, c, cc))
     return out
 
 
 def compile_sort(cc: int) -> dict:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from .moe_sort import moe_sort_kernel
 
-    sig = {"topk_ids_ptr": "*i64", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "counts_ptr": "*i32",
-           "cursor_ptr": "*i32", "num_slots": "i32", "num_experts": "i32", "max_rows": "i32", "max_blocks": "i32"}
-    ce = {"BLOCK_M": 16, "E_POW2": 512, "CHUNK": 1024, "BCHUNK": 32}
-    sig.update({n: "constexpr" for n in ce})
-    k = triton.compile(ASTSource(fn=moe_sort_kernel, signature=sig, constexprs=ce),
-                       target=GPUTarget("cuda", cc, 32), options={"num_warps": 4})
-    return {"kernel": "moe_sort", "config": "E512_chunk1024", "cc": cc, "target": f"sm_{cc}",
-            "shared_bytes": int(k.metadata.shared), "fits_sm120": int(k.metadata.shared) <= SM120_SMEM_LIMIT,
-            "n_regs": None, "key_instruction": "atom.global" if "atom.global" in k.asm["ptx"] else None}
+    ptrs = {"topk_ids_ptr": "*i64", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "counts_ptr": "*i32",
+            "cursor_ptr": "*i32"}
+    row = compile_kernel(moe_sort_kernel, ptrs, {"BLOCK_M": 16, "E_POW2": 512, "CHUNK": 1024, "BCHUNK": 32}, cc, 4, 1)
+    row.pop("_sass")
+    return {"kernel": "moe_sort", "config": "E512_chunk1024", **row}
 
 
 def compile_quant(cc: int) -> dict:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from .nvfp4_tl import nvfp4_quantize_rows_kernel
 
-    sig = {"x_ptr": "*bf16", "gs_ptr": "*fp32", "q_ptr": "*u8", "s_ptr": "*u8", "n_cols": "i32",
-           "stride_x": "i32", "stride_q": "i32", "stride_s": "i32", "BLOCK_G": "constexpr"}
-    k = triton.compile(ASTSource(fn=nvfp4_quantize_rows_kernel, signature=sig, constexprs={"BLOCK_G": 64}),
-                       target=GPUTarget("cuda", cc, 32), options={"num_warps": 4})
-    return {"kernel": "nvfp4_quantize_rows", "config": "G64", "cc": cc, "target": f"sm_{cc}",
-            "shared_bytes": int(k.metadata.shared), "fits_sm120": int(k.metadata.shared) <= SM120_SMEM_LIMIT,
-            "n_regs": None, "key_instruction": None}
+    ptrs = {"x_ptr": "*bf16", "gs_ptr": "*fp32", "q_ptr": "*u8", "s_ptr": "*u8"}
+    row = compile_kernel(nvfp4_quantize_rows_kernel, ptrs, {"BLOCK_G": 64}, cc, 4, 1)
+    row.pop("_sass")
+    return {"kernel": "nvfp4_quantize_rows", "config": "G64", **row}
 
 
-def compile_all(ccs=(120, 121), todo=None, progress=True) -> list[dict]:
-    """Every GEMM variant x every config x every target (or ``todo``), plus sort and quantize."""
+def _compile_job(job) -> dict:
+    v, c, cc = job
+    try:
+        return compile_variant(v, c, cc)
+    except Exception as exc:  # recorded; the test and the exit status fail on it
+        return {"kernel": v, "config": config_key(v, c), "cc": cc, "target": f"sm_{cc}",
+                "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]}
+
+
+def compile_all(ccs=(120, 121), todo=None, progress=True, n_jobs: int = 1) -> list[dict]:
+    """Every kernel variant x every config x every target (or ``todo``), plus sort and quantize."""
     todo = jobs(ccs) if todo is None else list(todo)
-    rows = []
-    for i, (v, c, cc) in enumerate(todo):
-        try:
-            rows.append(compile_gemm(v, c, cc))
-        except Exception as exc:  # recorded, the test fails on it
-            rows.append({"kernel": v, "config": config_key(v, c), "cc": cc, "target": f"sm_{cc}",
-                         "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]})
-        if progress:
-            r = rows[-1]
-            print(f"[{i + 1}/{len(todo)}] sm_{cc} {v} {c.name}: shared={r.get('shared_bytes')} "
-                  f"key={r.get('key_instruction') or r.get('error')}", file=sys.stderr, flush=True)
+    if n_jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(n_jobs, mp_context=mp.get_context("spawn")) as ex:
+            rows = list(ex.map(_compile_job, todo))
+    else:
+        rows = []
+        for i, job in enumerate(todo):
+            rows.append(_compile_job(job))
+            if progress:
+                r = rows[-1]
+                print(f"[{i + 1}/{len(todo)}] sm_{job[2]} {job[0]} {job[1].name}: shared={r.get('shared_bytes')} "
+                      f"regs={r.get('n_regs')} key={r.get('key_instruction') or r.get('error')}",
+                      file=sys.stderr, flush=True)
     for cc in ccs:
         rows.append(compile_sort(cc))
         rows.append(compile_quant(cc))
     return rows
+
+
+def row_problems(r: dict) -> list[str]:
+    """What is wrong with one table row (empty: it proves what it should)."""
+    bad = []
+    if "error" in r:
+        return [r["error"]]
+    if not r.get("fits_sm120") or r["shared_bytes"] > SM120_SMEM_LIMIT:
+        bad.append(f"shared {r['shared_bytes']} B > {SM120_SMEM_LIMIT}")
+    if r.get("n_spill_stores") or r.get("local_bytes"):
+        bad.append(f"register spills: {r.get('n_spill_stores')} STL, {r.get('local_bytes')} B local")
+    k = r["kernel"]
+    if k.endswith("native"):
+        if not (r["key_instruction"] and NVFP4_MMA_RE.fullmatch(r["key_instruction"]) and r["n_bf16_mma"] == 0):
+            bad.append(f"no native NVFP4 mma: {r['key_instruction']}")
+    elif k.endswith("decode"):
+        if not (r["key_instruction"] and E4M3X2_CVT_RE.fullmatch(r["key_instruction"])):
+            bad.append(f"decode without cvt.rn.f16x2.e4m3x2: {r['key_instruction']}")
+    elif k.startswith(("w13", "w2")) and r["key_instruction"] != "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32":
+        bad.append(f"no bf16 mma.sync: {r['key_instruction']}")
+    return bad
 
 
 def main(argv=None) -> int:
@@ -214,24 +334,27 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write the table (JSON) here")
     p.add_argument("--cc", type=int, nargs="+", default=[120, 121], help="compute capabilities (default 120 121)")
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--sample", action="store_true",
-                   help="compile only SAMPLE (w13 W4A16 FAST and W4A4 native, one config) and print JSON")
+    p.add_argument("--jobs", type=int, default=1, help="compile in this many processes")
+    p.add_argument("--sample", action="store_true", help="compile only SAMPLE and print JSON")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs: expected a positive integer, got {args.jobs}")
     import triton
 
     from ..atomic_io import write_json_atomic
+    from ..cmdline import command_line
     from ..envinfo import collect
 
     if args.sample:
-        from .moe_configs import CONFIGS
+        from .moe_configs import CONFIGS, DECODE_CONFIGS
 
-        todo = [(v, CONFIGS[c], cc) for cc in args.cc for v, c in SAMPLE]
-        rows = compile_all(tuple(args.cc), todo=todo, progress=not args.quiet)
+        todo = [(v, {**CONFIGS, **DECODE_CONFIGS}[c], cc) for cc in args.cc for v, c in SAMPLE]
+        rows = compile_all(tuple(args.cc), todo=todo, progress=not args.quiet, n_jobs=args.jobs)
     else:
-        rows = compile_all(tuple(args.cc), progress=not args.quiet)
+        rows = compile_all(tuple(args.cc), progress=not args.quiet, n_jobs=args.jobs)
     doc = {"triton": triton.__version__, "source_hash": source_hash(), "smem_limit_sm120": SM120_SMEM_LIMIT,
-           "command": "python -m sm120lab.kernels.aot " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "rows": rows}
+           "command": command_line("python -m sm120lab.kernels.aot", argv if argv is not None else sys.argv[1:]),
+           "min_triton": {v.name: v.min_triton for v in _variants()}, "rows": rows}
     if args.out:
         doc["env"] = collect()
         write_json_atomic(args.out, doc)
@@ -239,7 +362,9 @@ def main(argv=None) -> int:
         import json
 
         print(json.dumps(doc, indent=1))
-    bad = [r for r in rows if "error" in r or not r.get("fits_sm120", False)]
+    bad = [(r["kernel"], r.get("config"), r.get("cc"), row_problems(r)) for r in rows if row_problems(r)]
+    for b in bad:
+        print(f"FAIL {b}", file=sys.stderr)
     return 1 if bad else 0
 
 

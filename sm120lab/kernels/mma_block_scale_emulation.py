@@ -91,9 +91,9 @@ def _check_selectors(fmt: str, byte_id: int, thread_id: int, nthreads: int) -> N
 
 
 def _index_tables():
-    a = torch.tensor([[[a_coord(l, r, i) for i in range(8)] for r in range(4)] for l in range(LANES)])
-    b = torch.tensor([[[b_coord(l, r, i) for i in range(8)] for r in range(2)] for l in range(LANES)])
-    c = torch.tensor([[c_coord(l, j) for j in range(4)] for l in range(LANES)])
+    a = torch.tensor([[[a_coord(ln, r, i) for i in range(8)] for r in range(4)] for ln in range(LANES)])
+    b = torch.tensor([[[b_coord(ln, r, i) for i in range(8)] for r in range(2)] for ln in range(LANES)])
+    c = torch.tensor([[c_coord(ln, j) for j in range(4)] for ln in range(LANES)])
     return a, b, c
 
 

@@ -21,7 +21,6 @@ class GemmConfig:
     BLOCK_K: int
     num_warps: int
     num_stages: int
-    SWAP_AB: bool = False
     FAST: bool = False  # inline-PTX dequant (GPU, sm_90+; not under the interpreter)
 
     def as_dict(self) -> dict:
@@ -30,7 +29,7 @@ class GemmConfig:
     @property
     def name(self) -> str:
         return (f"m{self.BLOCK_M}n{self.BLOCK_N}k{self.BLOCK_K}w{self.num_warps}s{self.num_stages}"
-                + ("x" if self.SWAP_AB else "") + ("f" if self.FAST else ""))
+                + ("f" if self.FAST else ""))
 
 
 #: the candidate set (the "autotune configurations"); names are stable keys for results
@@ -49,6 +48,47 @@ CONFIGS: dict[str, GemmConfig] = {c.name: c for c in (
     GemmConfig(128, 64, 64, 8, 2, FAST=True),
     GemmConfig(128, 128, 64, 8, 2, FAST=True),
 )}
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Tile of the decode kernel (:mod:`.moe_decode`): ``BLOCK_N`` weight rows per program (w13:
+    half gate, half up), ``BLOCK_KW`` int32 words (8 codes each) per row per loop step;
+    ``SORTED``: rows come from the expert sort (one expert's rows back to back) instead of token order."""
+
+    BLOCK_N: int
+    BLOCK_KW: int
+    num_warps: int
+    num_stages: int = 1
+    SORTED: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def name(self) -> str:
+        return f"d{self.BLOCK_N}x{self.BLOCK_KW}w{self.num_warps}s{self.num_stages}" + ("o" if self.SORTED else "")
+
+
+#: decode candidates (every one also compiled ahead of time for sm_120/121)
+DECODE_CONFIGS: dict[str, DecodeConfig] = {c.name: c for c in (
+    DecodeConfig(16, 64, 4),
+    DecodeConfig(32, 64, 4),
+    DecodeConfig(32, 128, 4),
+    DecodeConfig(64, 64, 4),
+    DecodeConfig(32, 64, 4, SORTED=True),
+    DecodeConfig(64, 64, 4, SORTED=True),
+)}
+
+#: the decode kernel serves up to this many rows per active expert (T=64 with E=512, k=10: 1.25)
+DECODE_MAX_ROWS_PER_EXPERT = 1.5
+
+
+def pick_decode_configs(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
+    """(w13, w2) decode configs: token order (no sort launch) up to 160 slots, else sorted."""
+    if num_slots <= 160:
+        return DECODE_CONFIGS["d32x64w4s1"], DECODE_CONFIGS["d32x64w4s1"]
+    return DECODE_CONFIGS["d32x64w4s1o"], DECODE_CONFIGS["d32x64w4s1o"]
 
 
 def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:

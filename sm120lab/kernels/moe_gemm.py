@@ -18,8 +18,7 @@ Inner product per K tile (``A_MODE``):
   ``mma.sync...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3``. Unverified on SM120 hardware:
   checked only by ahead-of-time compilation (see tests/test_triton_aot.py).
 
-Tile options: ``SWAP_AB`` computes the transposed tile (weights as the MMA's left operand, tokens
-as N; measured slower on the H200, kept for experiments); ``FAST`` dequantizes W with inline PTX
+Tile option: ``FAST`` dequantizes W with inline PTX
 (:func:`.nvfp4_tl.dequant_pair_tile3_asm`, 4 bytes per register, one ``mul.bf16x2`` per pair) on
 [N, K/16, 8] loads instead of Triton element-wise ops (GPU only; ~25% fewer loop instructions on
 sm_90 but not faster overall, notes/triton_kernels.md).
@@ -35,9 +34,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .nvfp4_tl import dequant_pair_tile, dequant_pair_tile3_asm
+from .nvfp4_tl import E2M1_F16_SHIFT, E2M1_F16_SHIFT_SQ, dequant_pair_tile, dequant_pair_tile3_asm
 
-A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE = 0, 1, 2
+#: ``A_MODE`` values (the inner product per K tile, module docstring); shared with ``aot.VARIANTS``
+A_BF16: tl.constexpr = tl.constexpr(0)
+A_FP4_DEQUANT: tl.constexpr = tl.constexpr(1)
+A_FP4_NATIVE: tl.constexpr = tl.constexpr(2)
 
 
 @triton.jit
@@ -62,12 +64,9 @@ def _round_bf16_rne(x):
 
 @triton.jit
 def _partial(acc, a_ptrs, as_ptrs, w_ptrs, ws_ptrs, ws_native_ptrs, a_mask, n_mask2,
-             A_MODE: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr,
-             FAST: tl.constexpr):
-    """acc + A_tile @ W_tile^T for one K tile (pointers already offset to the tile); with
-    ``SWAP_AB`` the accumulator is transposed, acc^T + W_tile @ A_tile^T (weights as the left
-    operand: the small token count becomes the MMA's N, the decode case)."""
-    if A_MODE == 2:
+             A_MODE: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr, FAST: tl.constexpr):
+    """acc + A_tile @ W_tile^T for one K tile (pointers already offset to the tile)."""
+    if A_MODE == A_FP4_NATIVE:
         wb = tl.load(w_ptrs, mask=n_mask2, other=0)
         ab = tl.load(a_ptrs, mask=a_mask, other=0)
         sa = tl.load(as_ptrs, mask=a_mask, other=0).to(tl.float8e4nv, bitcast=True)
@@ -81,19 +80,15 @@ def _partial(acc, a_ptrs, as_ptrs, w_ptrs, ws_ptrs, ws_native_ptrs, a_mask, n_ma
         else:
             wb = tl.load(w_ptrs, mask=n_mask2, other=0)
             w_lo, w_hi = dequant_pair_tile(wb, sw)
-        if A_MODE == 0:
+        if A_MODE == A_BF16:
             a = tl.load(a_ptrs, mask=a_mask, other=0.0)
             a_even, a_odd = tl.split(tl.reshape(a, (a.shape[0], BLOCK_K // 2, 2)))
         else:
             ab = tl.load(a_ptrs, mask=a_mask, other=0)
             sa = tl.load(as_ptrs, mask=a_mask, other=0)
             a_even, a_odd = dequant_pair_tile(ab, sa)
-        if SWAP_AB:
-            acc = _dot(w_lo, tl.trans(a_even), acc, DOT_F32)
-            acc = _dot(w_hi, tl.trans(a_odd), acc, DOT_F32)
-        else:
-            acc = _dot(a_even, tl.trans(w_lo), acc, DOT_F32)
-            acc = _dot(a_odd, tl.trans(w_hi), acc, DOT_F32)
+        acc = _dot(a_even, tl.trans(w_lo), acc, DOT_F32)
+        acc = _dot(a_odd, tl.trans(w_hi), acc, DOT_F32)
     return acc
 
 
@@ -105,7 +100,7 @@ def moe_nvfp4_gemm_kernel(
     stride_am, stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, stride_wgs, stride_om,
     A_MODE: tl.constexpr, FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr = False,
-    SWAP_AB: tl.constexpr = False, FAST: tl.constexpr = False,
+    FAST: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -122,13 +117,13 @@ def moe_nvfp4_gemm_kernel(
     KB: tl.constexpr = BLOCK_K // 2
     offs_kb = tl.arange(0, KB)
 
-    if A_MODE == 0:
+    if A_MODE == A_BF16:
         a_ptrs = a_ptr + a_row[:, None] * stride_am + tl.arange(0, BLOCK_K)[None, :]
         as_ptrs = a_ptrs  # unused
         a_step = BLOCK_K
     else:
         a_ptrs = a_ptr + a_row[:, None] * stride_am + offs_kb[None, :]
-        if A_MODE == 2:
+        if A_MODE == A_FP4_NATIVE:
             as_ptrs = as_ptr + a_row[:, None] * stride_asm + tl.arange(0, BLOCK_K // 16)[None, :]
         else:
             as_ptrs = as_ptr + a_row[:, None] * stride_asm + tl.arange(0, KB // 8)[None, :]
@@ -147,30 +142,23 @@ def moe_nvfp4_gemm_kernel(
     a_mask = m_mask[:, None]
     n_mask2 = n_mask[:, None]
 
-    if SWAP_AB:
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
         kt = k // BLOCK_K
         acc = _partial(acc, a_ptrs + kt * a_step, as_ptrs + kt * (BLOCK_K // 16),
                        wg_ptrs + kt * KB, wsg_ptrs + kt * (BLOCK_K // 16), wsg_native + kt * (BLOCK_K // 16),
-                       a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, SWAP_AB, FAST)
+                       a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, FAST)
         if FUSE_SILU:
             acc_u = _partial(acc_u, a_ptrs + kt * a_step, as_ptrs + kt * (BLOCK_K // 16),
                              wg_ptrs + up_w + kt * KB, wsg_ptrs + up_s + kt * (BLOCK_K // 16),
-                             wsg_native + up_s + kt * (BLOCK_K // 16), a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, SWAP_AB, FAST)
+                             wsg_native + up_s + kt * (BLOCK_K // 16), a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, FAST)
 
-    if SWAP_AB:
-        acc = tl.trans(acc)
-        acc_u = tl.trans(acc_u)
     w_gs = tl.load(w_gs_ptr + expert * stride_wgs)
-    if A_MODE == 0:
-        alpha = 16384.0 / w_gs
-    elif A_MODE == 1:
-        alpha = 268435456.0 / (w_gs * tl.load(a_gs_ptr))
+    if A_MODE == A_BF16:
+        alpha = E2M1_F16_SHIFT / w_gs
+    elif A_MODE == A_FP4_DEQUANT:
+        alpha = E2M1_F16_SHIFT_SQ / (w_gs * tl.load(a_gs_ptr))
     else:
         alpha = 1.0 / (w_gs * tl.load(a_gs_ptr))
     acc = acc * alpha

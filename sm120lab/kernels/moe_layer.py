@@ -22,10 +22,12 @@ import torch
 import triton
 
 from ..nvfp4 import NVFP4Tensor
-from .moe_configs import GemmConfig, pick_configs
+from .moe_configs import DECODE_MAX_ROWS_PER_EXPERT, DecodeConfig, GemmConfig, pick_configs, pick_decode_configs
+from .moe_decode import moe_w4a16_decode_kernel
 from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
 from .moe_sort import moe_sort
 from .nvfp4_tl import nvfp4_quantize_rows_kernel
+from .prepack import PackedMoEWeights, PackedNVFP4
 
 MODES = ("w4a16", "w4a4")
 
@@ -109,6 +111,7 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
                     num_slots, a_row_div, n_up, a_mode, fuse_silu, mul_routing, cfg: GemmConfig):
     """One grouped GEMM launch; grid = (N tiles, M blocks)."""
     data, scale, gs, gs_stride = w_args
+    a_mode = int(getattr(a_mode, "value", a_mode))
     bk = _block_k(cfg.BLOCK_K, k, "K")
     grid = (triton.cdiv(n, cfg.BLOCK_N), block_expert.numel())
     moe_nvfp4_gemm_kernel[grid](
@@ -118,8 +121,153 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
         gs_stride, out.stride(0),
         A_MODE=a_mode, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=bk, DOT_F32=interpreting(),
-        SWAP_AB=cfg.SWAP_AB, FAST=cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE,  # see moe_gemm
+        FAST=cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE.value,  # see moe_gemm
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def fast_decode_supported(device) -> bool:
+    """True where the decode kernel's inline PTX runs: CUDA sm_89+ (``cvt.rn.f16x2.e4m3x2``), not interpreted."""
+    dev = torch.device(device)
+    return (not interpreting() and dev.type == "cuda" and torch.cuda.is_available()
+            and torch.cuda.get_device_capability(dev) >= (8, 9))
+
+
+def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, num_slots, a_row_div, n_up,
+                  fuse_silu, mul_routing, cfg: DecodeConfig, fast: bool):
+    """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots)."""
+    e, nw, k = w.shape
+    kw = k // 8
+    bkw = min(cfg.BLOCK_KW, kw)
+    while kw % bkw:
+        bkw //= 2
+    per_prog = cfg.BLOCK_N // 2 if fuse_silu else cfg.BLOCK_N
+    grid = (triton.cdiv(n, per_prog), num_slots)
+    moe_w4a16_decode_kernel[grid](
+        a, w.words, w.scales, w.alpha, out, topk_w, expert_ids, slot_ids,
+        n, kw, num_slots, a_row_div, n_up,
+        a.stride(0), w.words.stride(0), w.words.stride(1), w.scales.stride(0), w.scales.stride(1), out.stride(0),
+        FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=bkw,
+        FAST=fast, INTERPRET=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def _packed_gemm_args(p: PackedNVFP4):
+    """The MMA kernel's weight arguments on the packed buffers (the same bytes, no copy)."""
+    e = p.shape[0]
+    gs = p.global_scale if isinstance(p.global_scale, torch.Tensor) else torch.tensor(float(p.global_scale))
+    gs = gs.to(device=p.words.device, dtype=torch.float32).reshape(-1)
+    return p.codes_u8, p.scales, gs, (gs.stride(0) if gs.numel() == e else 0)
+
+
+def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                     packed: PackedMoEWeights, *, decode: bool | None = None,
+                     decode_configs: tuple[DecodeConfig, DecodeConfig] | None = None,
+                     configs: tuple[GemmConfig, GemmConfig] | None = None, fast: bool | None = None,
+                     out: torch.Tensor | None = None, _poison: bool = False) -> torch.Tensor:
+    """W4A16 MoE layer on prepared weights (:func:`sm120lab.kernels.prepack.prepare_moe_weights`) -> [T, H] bf16.
+
+    ``out[t] = sum_j w[t,j] * W2[e_j] @ (SiLU(G[e_j] h_t) * U[e_j] h_t)``, the function of
+    :func:`fused_moe_nvfp4` with ``mode="w4a16"``.
+
+    Args:
+        hidden: bf16 [T, H]. topk_ids: int [T, k]. topk_weights: float [T, k].
+        packed: the prepared weights.
+        decode: use the decode kernel (:mod:`.moe_decode`); None = when the mean number of rows
+            per active expert is <= ``DECODE_MAX_ROWS_PER_EXPERT``, else the MMA kernel on the
+            same buffers.
+        decode_configs / configs: (w13, w2) tiles for the decode / MMA path (default: heuristics).
+        fast: decode with inline PTX; None = where :func:`fast_decode_supported`.
+        out: optional [T, H] bf16 buffer. _poison: fill internal buffers with NaN first (tests).
+    """
+    if not isinstance(packed, PackedMoEWeights):
+        raise TypeError(f"packed must be a PackedMoEWeights (prepare_moe_weights), got {type(packed).__name__}")
+    e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words))
+    dev = hidden.device
+    s = t * k
+    if s == 0:
+        res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
+        return res if out is None else out.copy_(res)
+    if decode is None:
+        decode = s / min(e, s) <= DECODE_MAX_ROWS_PER_EXPERT
+    if not decode:
+        return _moe_gemms(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(),
+                          _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2), e, h, inter, k,
+                          configs, out, _poison)
+    cfg13, cfg2 = decode_configs if decode_configs is not None else pick_decode_configs(s)
+    if cfg13.SORTED != cfg2.SORTED:
+        raise ValueError(f"decode_configs must agree on SORTED, got {cfg13.name} and {cfg2.name}")
+    fast = fast_decode_supported(dev) if fast is None else bool(fast)
+    hidden = hidden.contiguous()
+    ids = topk_ids.contiguous()
+    tw = topk_weights.contiguous().reshape(-1)
+    if cfg13.SORTED:
+        slot_ids, expert_ids = moe_sort(ids, e, 1)
+    else:
+        slot_ids, expert_ids = ids.reshape(-1), ids.reshape(-1)
+    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        inter_buf.fill_(float("nan"))
+        out_slots.fill_(float("nan"))
+    launch_decode(hidden, packed.w13, inter_buf, tw, expert_ids, slot_ids, n=inter, num_slots=s, a_row_div=k,
+                  n_up=inter, fuse_silu=True, mul_routing=False, cfg=cfg13, fast=fast)
+    launch_decode(inter_buf, packed.w2, out_slots, tw, expert_ids, slot_ids, n=h, num_slots=s, a_row_div=1,
+                  n_up=0, fuse_silu=False, mul_routing=True, cfg=cfg2, fast=fast)
+    return _sum_slots(out_slots, t, k, h, out)
+
+
+def _sum_slots(out_slots, t, k, h, out):
+    total = out_slots.view(t, k, h).sum(dim=1)
+    if out is None:
+        return total.to(torch.bfloat16)
+    if out.shape != (t, h):
+        raise ValueError(f"out must have shape [T={t}, H={h}], got {tuple(out.shape)}")
+    out.copy_(total)
+    return out
+
+
+def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors) -> tuple[int, int]:
+    """Validate the layer's activation/routing arguments; returns (T, k)."""
+    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2 or hidden.dtype != torch.bfloat16:
+        raise ValueError(f"hidden must be a bf16 tensor [T, H], got {getattr(hidden, 'dtype', type(hidden))} "
+                         f"{tuple(getattr(hidden, 'shape', ()))}")
+    t = hidden.shape[0]
+    if hidden.shape[1] != h:
+        raise ValueError(f"hidden must be [T, H={h}] to match the weights, got {tuple(hidden.shape)}")
+    if topk_ids.dim() != 2 or topk_ids.shape[0] != t or topk_ids.dtype.is_floating_point:
+        raise ValueError(f"topk_ids must be an integer tensor [T={t}, k], got {topk_ids.dtype} {tuple(topk_ids.shape)}")
+    if topk_weights.shape != topk_ids.shape:
+        raise ValueError(f"topk_weights must have the shape of topk_ids {tuple(topk_ids.shape)}, got {tuple(topk_weights.shape)}")
+    dev = hidden.device
+    for name, x in (("topk_ids", topk_ids), ("topk_weights", topk_weights), ("w13", weight_tensors[0]),
+                    ("w2", weight_tensors[1])):
+        if x.device != dev:
+            raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
+    return t, topk_ids.shape[1]
+
+
+def _moe_gemms(hidden, ids, tw, w13_args, w2_args, e, h, inter, k, configs, out, _poison):
+    """W4A16 sort + two MMA GEMMs + k-sum (the MMA path of :func:`fused_moe_packed`)."""
+    t = hidden.shape[0]
+    s = t * k
+    dev = hidden.device
+    cfg13, cfg2 = configs if configs is not None else pick_configs(s / min(e, s))
+    if interpreting() or dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (9, 0):
+        cfg13, cfg2 = replace(cfg13, FAST=False), replace(cfg2, FAST=False)
+    if cfg13.BLOCK_M != cfg2.BLOCK_M:
+        raise ValueError(f"configs must share BLOCK_M, got {cfg13.BLOCK_M} and {cfg2.BLOCK_M}")
+    sorted_ids, block_expert = moe_sort(ids, e, cfg13.BLOCK_M)
+    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        inter_buf.fill_(float("nan"))
+        out_slots.fill_(float("nan"))
+    launch_moe_gemm(hidden, hidden, tw, w13_args, inter_buf, tw, sorted_ids, block_expert, n=inter, k=h,
+                    num_slots=s, a_row_div=k, n_up=inter, a_mode=A_BF16, fuse_silu=True, mul_routing=False,
+                    cfg=cfg13)
+    launch_moe_gemm(inter_buf, inter_buf, tw, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
+                    num_slots=s, a_row_div=1, n_up=0, a_mode=A_BF16, fuse_silu=False, mul_routing=True, cfg=cfg2)
+    return _sum_slots(out_slots, t, k, h, out)
 
 
 def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

@@ -18,8 +18,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-#: 2**14: the fp16-bit decode above yields e2m1 * 2**-14
-E2M1_F16_SHIFT = 16384.0
+#: 2**14: the fp16-bit decode above yields e2m1 * 2**-14 (the GEMM's alpha multiplies it back)
+E2M1_F16_SHIFT: tl.constexpr = tl.constexpr(16384.0)
+#: 2**28: both operands fp16-bit decoded (W4A4 dequant), (2**14)**2
+E2M1_F16_SHIFT_SQ: tl.constexpr = tl.constexpr(268435456.0)
+#: 2**112: bf16(SF * 2**112) turns the bf16 pattern of e2m1 * 2**-126 into e2m1 * SF * 2**-14
+BF16_DENORM_RESCALE: tl.constexpr = tl.constexpr(5.192296858534828e33)
+#: 2**14 as a rounding constant: (v + 2**14) - 2**14 rounds v to the fp32 ulp at 2**14, 2**-9 =
+#: E4M3's subnormal step
+E4M3_SUBNORMAL_ROUNDER: tl.constexpr = tl.constexpr(16384.0)
 
 
 @triton.jit
@@ -65,7 +72,7 @@ def e4m3_rne_f32(v):
     bits = v.to(tl.int32, bitcast=True)
     rb = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -1048576
     normal = rb.to(tl.float32, bitcast=True)
-    sub = (v + 16384.0) - 16384.0
+    sub = (v + E4M3_SUBNORMAL_ROUNDER) - E4M3_SUBNORMAL_ROUNDER
     r = tl.where(v < 0.015625, sub, normal)
     return tl.minimum(r, 448.0)
 
@@ -98,7 +105,7 @@ def dequant_pair_tile3_asm(b3, s):
     inputs; PTX ISA mul.bf16x2, sm_90). Same values as :func:`dequant_pair_tile`."""
     R: tl.constexpr = b3.shape[0]
     G: tl.constexpr = b3.shape[1]
-    sf = (e4m3_bits_to_f32(s) * 5.192296858534828e33).to(tl.bfloat16)  # SF * 2**112, exact
+    sf = (e4m3_bits_to_f32(s) * BF16_DENORM_RESCALE).to(tl.bfloat16)  # SF * 2**112, exact
     sfb = tl.broadcast_to(sf[:, :, None], b3.shape)
     lo, hi = tl.inline_asm_elementwise(_E2M1X4_TO_BF16_ASM, "=r,=r,=r,=r,r,r,r", [b3, sfb],
                                        dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
