@@ -21,9 +21,15 @@ and drives each adapter on CPU tensors for every version it claims (``ApiClaim.c
 Command line (writes ``data/api/<dist>-<version>.json`` and refreshes ``data/api/index.json``)::
 
     python -m sm120lab.moe.backends.api_check extract flashinfer-python 0.7.4 [--wheel PATH]
+    PYTHONPATH=<unpacked wheel>:<its light deps> \
+        python -m sm120lab.moe.backends.api_check crosscheck flashinfer-python 0.7.4
     python -m sm120lab.moe.backends.api_check index
 
 Without ``--wheel`` the wheel is downloaded once into the cache (:mod:`sm120lab.pypi_wheels`).
+``crosscheck`` imports the package and compares every recorded signature with
+``inspect.signature`` (stored under ``import_check``; exit 1 on any difference). FlashInfer imports
+on a CPU-only machine with four light dependencies (apache-tvm-ffi, einops, tabulate, nvidia-ml-py);
+vLLM does not, so its records rest on the ast reading alone.
 """
 
 from __future__ import annotations
@@ -58,13 +64,15 @@ class Target:
 class Fact:
     """An argument-layout fact an adapter relies on, anchored by exact text in a wheel file.
 
+    ``file`` / ``anchor`` may be tuples of alternatives (a file moved, a line was reworded between
+    versions): the first file the wheel has and the first anchor found in it are recorded.
     ``after``: an earlier anchor in the same file that must precede ``anchor`` (disambiguates
     repeated texts, e.g. the NVFP4 branch of a binding's scale checks).
     """
 
     id: str
-    file: str
-    anchor: str
+    file: str | tuple[str, ...]
+    anchor: str | tuple[str, ...]
     claim: str
     after: str | None = None
 
@@ -78,7 +86,9 @@ class ApiClaim:
     dist: str
     checked: tuple[str, ...]
     minimum: str
-    calls: tuple[str, ...]
+    #: target keys; a tuple inside is a set of alternatives (e.g. a module path that moved), one of
+    #: which must exist in each checked version
+    calls: tuple[str | tuple[str, ...], ...]
     facts: tuple[str, ...] = ()
     #: checked versions where a fact in ``facts`` is known absent and the adapter copes with it
     optional_facts: tuple[str, ...] = field(default=())
@@ -99,7 +109,9 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     ]),
     "vllm": tuple(Target(m, n) for m, n in [
         (f"{_VM}.fused_moe.experts.cutlass_moe", "run_cutlass_moe_fp4"),
+        (f"{_VM}.fused_moe.cutlass_moe", "run_cutlass_moe_fp4"),
         (f"{_VM}.fused_moe.experts.marlin_moe", "fused_marlin_moe"),
+        (f"{_VM}.fused_moe.fused_marlin_moe", "fused_marlin_moe"),
         (f"{_VM}.fused_moe.activation", "MoEActivation"),
         (f"{_VM}.quantization.utils.marlin_utils_fp4", "prepare_nvfp4_moe_layer_for_marlin"),
         ("vllm.scalar_type", "scalar_types"),
@@ -113,8 +125,10 @@ _QU = "flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.
 _API = "flashinfer/fused_moe/api.py"
 _PREP = "flashinfer/fused_moe/prepare.py"
 _RUN = "flashinfer/fused_moe/runners.py"
-_VCUT = "vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py"
-_VMAR = "vllm/model_executor/layers/fused_moe/experts/marlin_moe.py"
+_VCUT = ("vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py",
+         "vllm/model_executor/layers/fused_moe/cutlass_moe.py")
+_VMAR = ("vllm/model_executor/layers/fused_moe/experts/marlin_moe.py",
+         "vllm/model_executor/layers/fused_moe/fused_marlin_moe.py")
 _VMU = "vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py"
 _VORA = "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py"
 _VFI = "vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py"
@@ -183,15 +197,16 @@ FACTS: dict[str, tuple[Fact, ...]] = {
              "vLLM's CUTLASS path swizzles the weight block scales (128x4) before the kernel"),
         Fact("vllm.cutlass.w13_gate_up", _VFI, "# Reorder [w1, w3] to [w3, w1] for FI NVFP4 MoE kernels.",
              "only the FlashInfer backends reorder w13; vLLM CUTLASS keeps [w1 (gate); w3 (up)]"),
-        Fact("vllm.cutlass.alphas", _VORA, "a1_gscale = 1.0 / a13_scale",
+        Fact("vllm.cutlass.alphas", _VORA, ("a1_gscale = 1.0 / a13_scale", "a1_gscale=(1.0 / a13_scale),"),
              "a*_gscale = 1/input_scale (encode-side); g*_alphas = weight_scale_2 * input_scale"),
         Fact("vllm.marlin.layer_attrs", _VMU, "N = layer.intermediate_size_per_partition",
              "prepare_nvfp4_moe_layer_for_marlin reads layer.num_experts, hidden_size, "
              "intermediate_size_per_partition and params_dtype"),
         Fact("vllm.marlin.global_scale_is_weight_scale_2", _VORA, "g1_alphas=w13_scale_2,",
-             "vLLM's Marlin NVFP4 config passes the (Marlin-processed) ModelOpt weight_scale_2 = 1/gs as g1_alphas, "
-             "which MarlinExperts hands to fused_marlin_moe as global_scale1",
-             after="elif backend == NvFp4MoeBackend.MARLIN or ("),
+             "vLLM's Marlin NVFP4 quant config passes the (Marlin-processed) ModelOpt weight_scale_2 = 1/gs as "
+             "g1_alphas (the first such line is the MARLIN branch)"),
+        Fact("vllm.marlin.experts_global_scale1", _VMAR, "global_scale1=self.g1_alphas,",
+             "MarlinExperts hands g1_alphas to fused_marlin_moe as global_scale1"),
         Fact("vllm.marlin.topk_weights_fp32", _VMAR, "assert topk_weights.dtype == torch.float32",
              "fused_marlin_moe needs fp32 topk_weights and contiguous bf16/fp16 hidden states"),
     ),
@@ -456,10 +471,13 @@ def extract_target(src: WheelSource, target: Target) -> dict:
 
 
 def extract_fact(src: WheelSource, fact: Fact) -> dict:
-    rec = {"file": fact.file, "anchor": fact.anchor, "claim": fact.claim}
-    if not src.has(fact.file):
-        return {**rec, "found": False, "reason": f"{fact.file} not in the wheel"}
-    text = src.text(fact.file)
+    files = (fact.file,) if isinstance(fact.file, str) else fact.file
+    anchors = (fact.anchor,) if isinstance(fact.anchor, str) else fact.anchor
+    file = next((f for f in files if src.has(f)), None)
+    rec = {"file": file or files[0], "anchor": anchors[0], "claim": fact.claim}
+    if file is None:
+        return {**rec, "found": False, "reason": f"none of {list(files)} is in the wheel"}
+    text = src.text(file)
     start = 0
     if fact.after:
         pos = text.find(fact.after)
@@ -467,10 +485,11 @@ def extract_fact(src: WheelSource, fact: Fact) -> dict:
             return {**rec, "found": False, "reason": f"anchor-before {fact.after!r} not found"}
         start = pos
         rec["after"] = fact.after
-    pos = text.find(fact.anchor, start)
-    if pos < 0:
-        return {**rec, "found": False, "reason": "anchor not found"}
-    return {**rec, "found": True, "line": text.count("\n", 0, pos) + 1}
+    for anchor in anchors:
+        pos = text.find(anchor, start)
+        if pos >= 0:
+            return {**rec, "anchor": anchor, "found": True, "line": text.count("\n", 0, pos) + 1}
+    return {**rec, "found": False, "reason": "anchor not found"}
 
 
 def sha256_of(path: Path) -> str:
@@ -571,7 +590,8 @@ def build_index(root: Path | None = None) -> dict:
     for name, (module, claim) in adapter_claims().items():
         adapters[name] = {
             "module": module, "dist": claim.dist, "checked_versions": list(claim.checked),
-            "minimum_version": claim.minimum, "calls": list(claim.calls), "facts": list(claim.facts),
+            "minimum_version": claim.minimum, "calls": [c if isinstance(c, str) else list(c) for c in claim.calls],
+            "facts": list(claim.facts),
             "verified_on_sm120": False,
             "status": "signatures and layout facts checked on CPU against the real wheels; "
                       "unverified on SM120 hardware",

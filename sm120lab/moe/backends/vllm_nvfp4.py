@@ -1,11 +1,13 @@
 """vLLM NVFP4 MoE paths: ``vllm-cutlass-fp4`` (CUTLASS grouped W4A4) and ``vllm-marlin`` (W4A16).
 
-Unverified on SM120 hardware: real code behind the check (vLLM >= 0.34 importable, a CUDA GPU;
-CUTLASS FP4 needs SM100/SM12x). Written against the vLLM 0.34.0 wheel, whose MoE kernels live in
-``fused_moe/experts/``; every call is bound against the signatures recorded from that wheel
-(``data/api/vllm-0.34.0.json``, ``tests/test_backend_api.py``):
+Unverified on SM120 hardware: real code behind the check (vLLM >= 0.17 importable, a CUDA GPU;
+CUTLASS FP4 needs SM100/SM12x). Every call is bound against the signatures recorded from the vLLM
+0.17.0 and 0.34.0 wheels (``data/api/vllm-*.json``, ``tests/test_backend_api.py``). The functions
+kept their names and the arguments used here, but moved: 0.34.0 has them in ``fused_moe/experts/``
+(``cutlass_moe.py``, ``marlin_moe.py``), 0.17.0 in ``fused_moe/`` (``cutlass_moe.py``,
+``fused_marlin_moe.py``); the adapter imports the newer path first.
 
-- ``experts/cutlass_moe.py::run_cutlass_moe_fp4(output, a, a1_gscale, w1_fp4, w1_blockscale,
+- ``run_cutlass_moe_fp4(output, a, a1_gscale, w1_fp4, w1_blockscale,
   w1_alphas, a2_gscale, w2_fp4, w2_blockscale, w2_alphas, topk_weights, topk_ids, activation,
   workspace13, workspace2, m, n, k, e, device)``: uint8 packed weights, 128x4-swizzled E4M3 block
   scales, per-expert fp32 [E] ``a*_gscale`` (encode-side, 1/input_scale) and alphas
@@ -14,7 +16,7 @@ CUTLASS FP4 needs SM100/SM12x). Written against the vLLM 0.34.0 wheel, whose MoE
 - ``marlin_utils_fp4.py::prepare_nvfp4_moe_layer_for_marlin(layer, w13, w13_scale, w13_scale_2, w2,
   w2_scale, w2_scale_2, is_act_and_mul)`` (reads ``layer.num_experts``, ``hidden_size``,
   ``intermediate_size_per_partition``, ``params_dtype``; LINEAR block scales; ModelOpt
-  ``weight_scale_2`` = 1/gs) then ``experts/marlin_moe.py::fused_marlin_moe(...,
+  ``weight_scale_2`` = 1/gs) then ``fused_marlin_moe(...,
   quant_type_id=scalar_types.float4_e2m1f.id, global_scale1=, global_scale2=)``.
 
 Conventions (vLLM ModelOpt NVFP4 MoE): w13 = [w1 (gate); w3 (up)] as ours (only vLLM's FlashInfer
@@ -32,6 +34,21 @@ from .api_check import ApiClaim
 from .base import Needs
 
 _VM = "vllm.model_executor.layers"
+_CUTLASS_MODULES = (f"{_VM}.fused_moe.experts.cutlass_moe", f"{_VM}.fused_moe.cutlass_moe")
+_MARLIN_MODULES = (f"{_VM}.fused_moe.experts.marlin_moe", f"{_VM}.fused_moe.fused_marlin_moe")
+
+
+def first_importable(modules: tuple[str, ...], name: str):
+    """``name`` from the first of ``modules`` that imports and has it (vLLM moved its MoE kernels)."""
+    import importlib
+
+    errors = []
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            errors.append(f"{module}: {type(exc).__name__}: {exc}")
+    raise ImportError(f"{name} not found in this vLLM; tried " + "; ".join(errors))
 
 
 class VllmCutlassFp4(AdapterBackend):
@@ -41,17 +58,18 @@ class VllmCutlassFp4(AdapterBackend):
     out_dtype = torch.bfloat16
     numerics = "w4a4"
     api = ApiClaim(
-        dist="vllm", checked=("0.34.0",), minimum="0.34.0",
-        calls=(f"{_VM}.fused_moe.experts.cutlass_moe:run_cutlass_moe_fp4", f"{_VM}.fused_moe.activation:MoEActivation"),
+        dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0",
+        calls=(tuple(f"{m}:run_cutlass_moe_fp4" for m in _CUTLASS_MODULES), f"{_VM}.fused_moe.activation:MoEActivation"),
         facts=("vllm.cutlass.uint8_weights", "vllm.cutlass.a_gscale_per_expert", "vllm.cutlass.input_dtype",
                "vllm.cutlass.workspace_shapes", "vllm.cutlass.scales_swizzled", "vllm.cutlass.w13_gate_up",
                "vllm.cutlass.alphas"))
 
     def run(self, problem, out):
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
-        from vllm.model_executor.layers.fused_moe.experts.cutlass_moe import run_cutlass_moe_fp4
 
         from ._packing import activation_gscale, per_expert, swizzled
+
+        run_cutlass_moe_fp4 = first_importable(_CUTLASS_MODULES, "run_cutlass_moe_fp4")
 
         cfg = problem.config
         m, n, k, e, topk = problem.tokens, cfg.I, cfg.H, cfg.E, cfg.k
@@ -87,19 +105,21 @@ class VllmMarlin(AdapterBackend):
     out_dtype = torch.bfloat16
     numerics = "w4a16"
     api = ApiClaim(
-        dist="vllm", checked=("0.34.0",), minimum="0.34.0",
+        dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0",
         calls=(f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
-               f"{_VM}.fused_moe.experts.marlin_moe:fused_marlin_moe", f"{_VM}.fused_moe.activation:MoEActivation",
+               tuple(f"{m}:fused_marlin_moe" for m in _MARLIN_MODULES), f"{_VM}.fused_moe.activation:MoEActivation",
                "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
-        facts=("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2", "vllm.marlin.topk_weights_fp32"))
+        facts=("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2",
+               "vllm.marlin.experts_global_scale1", "vllm.marlin.topk_weights_fp32"))
 
     def run(self, problem, out):
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
-        from vllm.model_executor.layers.fused_moe.experts.marlin_moe import fused_marlin_moe
         from vllm.model_executor.layers.quantization.utils.marlin_utils_fp4 import prepare_nvfp4_moe_layer_for_marlin
         from vllm.scalar_type import scalar_types
 
         from ._packing import modelopt_scale
+
+        fused_marlin_moe = first_importable(_MARLIN_MODULES, "fused_marlin_moe")
 
         e = problem.config.E
         w13, s13, g13, w2, s2, g2 = prepare_nvfp4_moe_layer_for_marlin(
