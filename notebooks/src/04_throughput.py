@@ -18,6 +18,7 @@
 # arithmetic on datasheets, **unverified on SM120 hardware**.
 
 # %%
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -268,8 +269,18 @@ for j, c in enumerate((1, 4)):
                         fontsize=9, xytext=(0, 2), textcoords="offset points")
     cval = ok[ok["concurrency"] == c]["ceiling_linear-quantized"].iloc[0]
     ax.axhline(cval, ls="--", lw=1, color=f"C{j}", label=f"ceiling, {c} user{'s' if c > 1 else ''}: {cval:.0f} tok/s")
-ax.set_xticks(np.arange(len(names)), names, rotation=12)
-ax.set_xlabel("backend (seed report, flashinfer#2723)")
+labels = list(names)
+if prediction:
+    labels.append("Triton kernel\n(PREDICTION)")
+    for j, c in enumerate((1, 4)):
+        if c in prediction:
+            xi, val = len(names) + (j - 0.5) * width, prediction[c]["predicted_tok_s"]
+            ax.bar(xi, val, width, color=f"C{j}", alpha=0.45, hatch="//", edgecolor="k",
+                   label="prediction, unverified on SM120 hardware" if j == 0 else None)
+            ax.annotate(f"{prediction[c]['pct_of_ceiling']:.0f}%", (xi, val), ha="center", va="bottom", fontsize=9,
+                        xytext=(0, 2), textcoords="offset points")
+ax.set_xticks(np.arange(len(labels)), labels, rotation=12)
+ax.set_xlabel("backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, section 7)")
 ax.set_ylabel("tok/s per user")
 ax.set_title("4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the ceiling")
 ax.legend(fontsize=8, loc="upper right")
@@ -416,8 +427,6 @@ else:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-import textwrap  # noqa: E402
-
 print(textwrap.fill(lesson.gap_paragraph(seed, cfg, plan, context_len), 110))
 
 # %%
@@ -430,6 +439,8 @@ _ = results.record("04_throughput", {
                                  "tok_s", "tok_s_basis", "correct_output", "ceiling_linear-quantized",
                                  "pct_linear-quantized", "ceiling_experts-only", "pct_experts-only"]]
     .replace({np.nan: None}).to_dict("records"),
-    "prediction_triton_on_seed_setup": {str(T): {**p, "from": efficiency[T]} for T, p in prediction.items()},
+    # a prediction from recorded data (which file, which contender), not a timing of this machine
+    "prediction_triton_on_seed_setup": {str(T): {**p, "contender": efficiency[T]["contender"],
+                                                 "from": efficiency[T]["file"]} for T, p in prediction.items()},
     "measured_here": None if live is None else sweep_path.name,
 })

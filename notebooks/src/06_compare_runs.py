@@ -8,8 +8,10 @@
 # `sm120lab compare RUN_A RUN_B ...` (non-zero exit status on a correctness regression).
 #
 # Under `sm120lab run` this notebook judges **the run it is part of** against every run recorded
-# in `data/runs/` (`sm120lab.compare.against_recorded`). Opened on its own, outside a run, it
-# compares the recorded runs with each other; pass `runs` to compare any run folders.
+# in `data/runs/` (`sm120lab.compare.against_recorded`). Opened on its own on a new machine, it
+# judges that machine's newest run (the newest folder under `runs/` that `make run` wrote), or,
+# when there is none yet, compares the recorded runs with each other. Pass `runs` to compare any
+# run folders.
 
 # %%
 from pathlib import Path
@@ -31,6 +33,7 @@ from sm120lab.compare import (
     run_overview,
     timeline,
 )
+from sm120lab.paths import data_dir
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 60)
@@ -44,14 +47,19 @@ min_rel = 0.05
 
 # %%
 this_run = current_run_dir()
+local_runs = recorded_runs(data_dir().parent / "runs")    # what `make run` wrote on this machine
+if this_run is None and local_runs:
+    this_run = local_runs[-1]
 if runs:
     mode, folders = "the runs given in `runs`", [Path(r) for r in runs]
     comparisons = compare_many(folders, min_rel=min_rel) if len(folders) >= 2 else []
 elif this_run is not None:
-    mode, folders = "this run against every recorded run", [*recorded_runs(), this_run]
-    comparisons = against_recorded(min_rel=min_rel)
+    in_progress = current_run_dir() is not None
+    mode = "this run against every recorded run" if in_progress else f"this machine's newest run ({this_run.name})"
+    folders = [*recorded_runs(), this_run]
+    comparisons = against_recorded(None if in_progress else this_run, min_rel=min_rel)
 else:
-    mode, folders = "the recorded runs with each other (no run in progress)", recorded_runs()
+    mode, folders = "the recorded runs with each other (no run of this machine yet)", recorded_runs()
     comparisons = compare_many(folders, min_rel=min_rel) if len(folders) >= 2 else []
 
 
@@ -116,8 +124,13 @@ else:
 rows = pd.DataFrame(timeline(folders)) if folders else pd.DataFrame()
 CODE = {"correct": 0, "degraded": 1, "garbage": 2, "error": 3, "skipped": 4}
 COLOURS = ["#2ca02c", "#ffbf00", "#d62728", "#7b2d8e", "#bbbbbb"]
+verdict_rows = rows[(rows["kind"] == "verdict") & ~rows["key"].str.startswith("fault-")] if len(rows) else rows
 if len(rows) and (rows["kind"] == "verdict").any():
-    v = rows[rows["kind"] == "verdict"].pivot_table(index="key", columns="run", values="value", aggfunc="first")
+    faults = rows[(rows["kind"] == "verdict") & rows["key"].str.startswith("fault-")]
+    for run_name, grp in faults.groupby("run"):
+        print(f"{run_name}: planted faults judged garbage (caught): {(grp['value'] == 'garbage').sum()} of {len(grp)}")
+if len(verdict_rows):
+    v = verdict_rows.pivot_table(index="key", columns="run", values="value", aggfunc="first")
     num = v.apply(lambda col: col.map(lambda s: CODE.get(s, float("nan"))))
     fig, ax = plt.subplots(figsize=(2.5 + 2.2 * num.shape[1], 1.0 + 0.32 * num.shape[0]))
     cmap = plt.matplotlib.colors.ListedColormap(COLOURS)
@@ -142,7 +155,7 @@ else:
 if len(rows) and (rows["kind"] == "bench").any():
     b = rows[rows["kind"] == "bench"]
     keys = sorted(b["key"].unique())[:12]
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    fig, ax = plt.subplots(figsize=(11, 3.8))
     for key in keys:
         s = b[b["key"] == key]
         ax.errorbar(s["run"].str[:24], s["value"], yerr=s["value"] * s["spread"].fillna(0) / 2, marker="o", label=key,
@@ -150,7 +163,7 @@ if len(rows) and (rows["kind"] == "bench").any():
     ax.set_yscale("log")
     ax.set_xlabel("run")
     ax.set_ylabel(f"value ({', '.join(sorted(set(b['unit'].dropna())))}; log axis)")
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title("bench figures per run (error bars: recorded repeat spread)")
     plt.tight_layout()
     plt.show()
