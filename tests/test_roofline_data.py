@@ -152,3 +152,29 @@ def test_cli_says_when_measured_bandwidth_is_the_datasheet_and_when_nothing_fits
     lines = [line.split() for line in out.splitlines() if line.split() and line.split()[0] in ("1", "256")]
     assert [row[-1] for row in lines] == ["yes", "NO"]
     assert float(lines[1][-2]) > 96 and "exceed 96 GB per GPU" in out
+
+
+def test_live_sweep_calls_the_bench_with_arguments_it_takes(tmp_path, monkeypatch):
+    """Notebook 04's GPU sweep: a renamed or removed bench argument must fail here, not on the GPU box."""
+    import inspect
+
+    import torch
+
+    from sm120lab.bench import moe
+    from sm120lab.roofline.lesson import live_sweep
+
+    real = inspect.signature(moe.run_moe_bench)
+    seen = {}
+
+    def fake(out_path, **kwargs):
+        real.bind(out_path, **kwargs)           # TypeError for an argument the real function does not take
+        seen.update(kwargs)
+        return {"rows": []}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(moe, "run_moe_bench", fake)
+    doc, why = live_sweep(tmp_path / "sweep.json", model="qwen3.5-397b-a17b")
+    assert why == "" and doc == {"rows": []}
+    assert seen["sweep"] is False and set(seen["contenders"]) <= set(moe.CONTENDERS + moe.OPTIONAL_CONTENDERS)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert live_sweep(tmp_path / "sweep.json", model="qwen3.5-397b-a17b") == (None, "no CUDA GPU on this machine")

@@ -237,12 +237,16 @@ def bench_figures(doc: dict) -> dict[str, dict]:
 
 
 def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=("triton-w4a16", "torch-bf16-grouped"),
-               reps: int = 20, command: str = "") -> tuple[dict | None, str]:
+               budget_s: float = 240.0, command: str = "") -> tuple[dict | None, str]:
     """A short MoE-layer sweep on this machine's CUDA GPU (``sm120lab.bench.moe``), written to ``out_path``.
+
+    T values not started within ``budget_s`` seconds are skipped (the bench records which).
 
     Returns:
         (document, "") after a sweep; (None, one-line reason) when this machine cannot run one.
     """
+    import time
+
     try:
         import torch
     except ImportError:
@@ -254,8 +258,8 @@ def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=
     except ImportError as exc:
         return None, f"sm120lab.bench.moe cannot be imported ({exc})"
     try:
-        doc = run_moe_bench(out_path, model=model, tokens=tokens, contenders=contenders, reps=reps, sweep=False,
-                            command=command, log=lambda s: None)
+        doc = run_moe_bench(out_path, model=model, tokens=tokens, contenders=contenders, sweep=False,
+                            command=command, log=lambda s: None, deadline=time.time() + budget_s)
     except Exception as exc:  # noqa: BLE001 - a failed sweep is reported in one line
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     return doc, ""
