@@ -3,74 +3,86 @@
 ``gather()`` builds the facts on top of :func:`sm120lab.envinfo.collect` (GPU, compute
 capability, driver, CUDA runtime, every nvcc, package versions, env vars, shared memory per
 block) plus the patch audit of the installed FlashInfer / vLLM. ``verdicts(facts)`` is a pure
-function of those facts: one row per MoE backend with ``verdict`` (yes / slow / risky / no),
-``why`` and ``needs`` (a patch id or setting). It never raises: a missing GPU, nvcc or package
-is a fact. The SM120 rows are reasoning from the wheels' sources and the project's compile
-probes, unverified on SM120 hardware.
+function of those facts: one row per backend of the MoE registry (:mod:`sm120lab.moe.backends`,
+same names), plus the vLLM/FlashInfer MoE backends the lab has no adapter for, with ``verdict``
+(an :class:`Answer`: yes / slow / risky / emulated / no), ``why`` and ``needs`` (a patch id or
+setting). It never raises: a missing GPU, nvcc or package is a fact. The SM120 rows are
+reasoning from the wheels' sources and the project's compile probes, unverified on SM120 hardware.
+
+On a machine with a CUDA GPU, :func:`run` also *measures*: it runs the correctness harness
+(:func:`sm120lab.moe.harness.check`, preset ``tiny``) on that GPU and adds each backend's real
+verdict (correct / degraded / garbage / skipped / error) beside the predicted one.
 
 Sources for the rules: vllm 0.17.0 ``fused_moe/oracle/nvfp4.py:141-147`` (auto order),
 ``cutlass_moe.py:672-678`` and ``flashinfer_cutlass_moe.py:120-128`` (SM120 accepted);
 FlashInfer 0.7.4 ``trtllm_batched_gemm_runner.cu:216-217`` (trtllm-gen cubins sm100/103/107
-only); ``shared/research/archflags.md`` (Triton 3.9 lowers NVFP4 dot_scaled to native
+only); ``notes/archflags.md`` (Triton 3.9 lowers NVFP4 dot_scaled to native
 ``mma ... kind::mxf4nvf4`` on sm_120; nvcc 12.8 has sm_120a, 12.9 adds 120f/121a).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-SM120_SMEM_OPTIN = 101_376  # bytes per block, opt-in (SM120/121)
-
-BACKENDS = (
-    "vLLM CUTLASS grouped", "FLASHINFER_CUTLASS", "FLASHINFER_TRTLLM", "FLASHINFER_CUTEDSL",
-    "Marlin (W4A16)", "b12x", "sm120lab triton-w4a16", "Triton dot_scaled W4A4", "torch-bf16",
-)
-
-ENV_KEYS = ("FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "VLLM_USE_FLASHINFER_MOE_FP4",
-            "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_NVFP4_GEMM_BACKEND", "VLLM_TEST_FORCE_FP8_MARLIN",
-            "VLLM_MOE_USE_DEEP_GEMM", "FLASHINFER_WORKSPACE_BASE", "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
+from .constants import SM120_SMEM_LIMIT
+from .envinfo import relevant_env
 
 
-def relevant_env(environ) -> dict[str, str]:
-    """The variables in :data:`ENV_KEYS` plus every ``VLLM_*`` that mentions MoE, FlashInfer,
-    NVFP4/FP4 or Marlin (the MoE backend switches), sorted."""
-    def wanted(k: str) -> bool:
-        return k in ENV_KEYS or (k.startswith("VLLM_") and any(w in k for w in ("MOE", "FLASHINFER", "FP4", "MARLIN")))
-    return {k: environ[k] for k in sorted(environ) if wanted(k)}
+class Answer(str, Enum):
+    """The doctor's prediction for one backend (a str-Enum: JSON and comparisons see the value)."""
+
+    YES = "yes"
+    SLOW = "slow"
+    RISKY = "risky"
+    EMULATED = "emulated"
+    NO = "no"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: backends vLLM / FlashInfer offer that the lab has no adapter for (judged from the wheels only)
+NO_ADAPTER = ("flashinfer-trtllm", "flashinfer-cutedsl")
 
 
 def _v(text: str | None) -> Version | None:
+    """``packaging`` version of ``text`` (``"12.9.86"``, ``"2.13.0+cu130"``), None if absent or invalid."""
     if not text:
         return None
-    m = re.match(r"\d+(\.\d+)*", text)
     try:
-        return Version(m.group(0)) if m else None
+        return Version(str(text).strip())
     except InvalidVersion:
         return None
 
 
-def _patch_summary(package: str, import_name: str) -> dict[str, Any]:
+def _patch_summary(package: str) -> dict[str, Any]:
     """Installed package's patch audit: version, needed-but-unapplied and harmful-applied ids."""
     try:
         from .patches import engine
+        from .patches import textmatch as tm
         from .patches.site import locate
-        from .patches.spec import load_specs
+        from .patches.spec import Classification, import_name_of, load_specs
 
-        tree = locate(package, import_name)
+        tree = locate(package, import_name_of(package))
         specs = load_specs(package, tree.version)
         states = engine.status(tree, specs)
     except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes
         return {"available": False, "reason": str(exc).splitlines()[0]}
+
+    def ids(cls: Classification, applied: bool) -> list[str]:
+        return [s.patch.id for s in states if s.patch.classification == cls and (s.status == tm.APPLIED) == applied]
+
     return {
         "available": True, "version": tree.version, "root": str(tree.root),
-        "needed_missing": [s.patch.id for s in states if s.patch.classification == "needed" and s.status != "applied"],
-        "needed_applied": [s.patch.id for s in states if s.patch.classification == "needed" and s.status == "applied"],
-        "harmful_applied": [s.patch.id for s in states if s.patch.classification == "harmful" and s.status == "applied"],
+        "needed_missing": ids(Classification.NEEDED, False),
+        "needed_applied": ids(Classification.NEEDED, True),
+        "harmful_applied": ids(Classification.HARMFUL, True),
         "spec_ids": [s.patch.id for s in states],
     }
 
@@ -86,7 +98,7 @@ def gather() -> dict[str, Any]:
         major, minor = gpu["compute_capability"].split(".")
         cc = [int(major), int(minor)]
     nvccs = info.get("nvcc", [])
-    nvcc_versions = sorted((n["version"] for n in nvccs if n.get("version")), key=lambda s: _v(s) or Version("0"))
+    nvcc_versions = sorted((n["version"] for n in nvccs if _v(n.get("version"))), key=_v)
     pk = info.get("packages", {})
     facts = {
         "cc": cc,
@@ -98,11 +110,11 @@ def gather() -> dict[str, Any]:
         "nvcc": nvccs,
         "nvcc_max": nvcc_versions[-1] if nvcc_versions else None,
         "versions": {k: pk.get(k) for k in ("torch", "triton", "flashinfer-python", "vllm", "nvidia-cutlass-dsl")},
-        "env": relevant_env(os.environ),
+        "env": relevant_env(),
         "b12x": _find("b12x"),
-        "flashinfer_patches": _patch_summary("flashinfer-python", "flashinfer") if pk.get("flashinfer-python") else
+        "flashinfer_patches": _patch_summary("flashinfer-python") if pk.get("flashinfer-python") else
                               {"available": False, "reason": "flashinfer-python not installed"},
-        "vllm_patches": _patch_summary("vllm", "vllm") if pk.get("vllm") else
+        "vllm_patches": _patch_summary("vllm") if pk.get("vllm") else
                         {"available": False, "reason": "vllm not installed"},
     }
     return {"facts": facts, "envinfo": info}
@@ -115,148 +127,239 @@ def _find(name: str) -> bool:
         return False
 
 
-def _row(backend, verdict, why, needs=""):
-    return {"backend": backend, "verdict": verdict, "why": why, "needs": needs}
+@dataclass(frozen=True)
+class Facts:
+    """The parsed facts one rule reads (built once per :func:`verdicts` call)."""
+
+    raw: dict[str, Any]
+    cc: tuple[int, int] | None
+    fi: Version | None
+    vllm: Version | None
+    triton: Version | None
+    nvcc: Version | None
+    cuda: Version | None
+    harm_note: str
+
+    @property
+    def major(self) -> int:
+        return self.cc[0] if self.cc else -1
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}" if self.cc else "no GPU"
+
+    @property
+    def sm12(self) -> bool:
+        return self.major == 12
+
+    @property
+    def sm10(self) -> bool:
+        return self.major == 10
+
+    @property
+    def fp4_hw(self) -> bool:
+        return self.major in (10, 11, 12)
+
+
+def _row(backend: str, verdict: Answer, why: str, needs: str = "") -> dict[str, str]:
+    return {"backend": backend, "verdict": verdict.value, "why": why, "needs": needs}
+
+
+Rule = Callable[[Facts], tuple[Answer, str, str]]
+
+
+def _anywhere(what: str) -> Rule:
+    return lambda f: (Answer.YES, what + ("" if f.cc else " (CPU here)"), "")
+
+
+def _vllm_cutlass_fp4(f: Facts):
+    if f.vllm is None:
+        return Answer.NO, "vLLM not installed", "pip install vllm"
+    if f.sm10:
+        return Answer.YES, "SM100 family: vLLM's grouped NVFP4 CUTLASS kernels target it", ""
+    if f.sm12:
+        return (Answer.RISKY, "vLLM accepts SM120 here, but the seed report got garbage output from this path on "
+                "SM120 with vLLM 0.17.0; check with a correctness diff first", "prefer flashinfer-cutlass or vllm-marlin")
+    return Answer.NO, f"{f.sm} has no FP4 tensor-core MMA (needs SM100/SM120)", ""
+
+
+def _flashinfer_cutlass(f: Facts):
+    if f.fi is None:
+        return Answer.NO, "FlashInfer not installed", "pip install flashinfer-python"
+    if not f.fp4_hw:
+        return Answer.NO, (f"NVFP4 W4A4 needs FP4 MMA (SM100/SM120); {f.sm} has none"
+                           + ("; FlashInfer < 0.6.7 fp4_quantize is silently wrong on SM90" if f.major == 9 else "")), ""
+    if f.nvcc is None:
+        return (Answer.NO, "FlashInfer JIT-compiles this MoE module and no nvcc was found",
+                "put nvcc >= 12.8 on PATH (or CUDA_HOME)")
+    if f.sm12 and f.nvcc < Version("12.8") or (f.cc == (12, 1) and f.nvcc < Version("12.9")):
+        return Answer.NO, f"nvcc {f.nvcc} cannot target {f.sm}a (needs 12.8; SM121: 12.9)", "install CUDA >= 12.9"
+    if not f.sm12:
+        return Answer.YES, f"{f.sm}: FlashInfer CUTLASS fused MoE", ""
+    env = f.raw.get("env", {})
+    fip = f.raw.get("flashinfer_patches") or {}
+    arch = env.get("FLASHINFER_CUDA_ARCH_LIST", "")
+    literal = any(a.startswith("12.") and not a[-1].isalpha() for a in arch.split())
+    if literal and f.fi < Version("0.6.7"):
+        return (Answer.NO, f"FLASHINFER_CUDA_ARCH_LIST={arch!r} is taken literally by FlashInfer {f.fi}: compute_120 "
+                "builds CUTLASS's arch-conditional MMA stub", "setting fi-cuda-arch-list-suffix (12.0a / 12.0f)")
+    if fip.get("needed_missing"):
+        return (Answer.SLOW, "works (seed report), but the TMA warp-specialized grouped-GEMM tactics whose shared "
+                f"storage exceeds {SM120_SMEM_LIMIT:,} B fail to initialise" + f.harm_note,
+                "patch " + ", ".join(fip["needed_missing"]))
+    if fip.get("needed_applied"):
+        return Answer.YES, "needed patches applied: " + ", ".join(fip["needed_applied"]) + f.harm_note, ""
+    return (Answer.YES, "SM12x module (-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS); stage-count fix status unknown "
+            "for this version (no spec)" + f.harm_note, "")
+
+
+def _flashinfer_sm12x(f: Facts):
+    ver = f.raw.get("versions", {})
+    if not f.sm12:
+        return Answer.NO, "SM120/SM121-only kernels (FlashInfer's SM12x CuTe-DSL runners)", ""
+    if f.fi is None or f.fi < Version("0.7.4"):
+        return (Answer.NO, f"FlashInfer {f.fi or 'not installed'}: the SM12x runners ship from 0.7.4",
+                "pip install 'flashinfer-python[b12x]>=0.7.4'")
+    if not ver.get("nvidia-cutlass-dsl"):
+        return (Answer.NO, "nvidia-cutlass-dsl (the CuTe DSL these runners need) is not installed",
+                "pip install 'flashinfer-python[b12x]' (pulls nvidia-cutlass-dsl[cu13]>=4.8.0)")
+    if f.cuda is None or f.cuda < Version("13.0"):
+        return Answer.NO, f"needs a CUDA >= 13.0 torch build; this one is CUDA {f.cuda or '?'}", "a cu130 torch"
+    return Answer.YES, "FlashInfer SM12x CuTe-DSL MoE runner is importable (unverified on SM120 hardware)", ""
+
+
+def _triton_w4a16(f: Facts):
+    if f.triton is None:
+        return Answer.NO, "Triton not installed", "pip install triton"
+    if f.major >= 8:
+        return Answer.YES, "in-kernel FP4->bf16 dequant + bf16 tl.dot: any cc >= 8.0", ""
+    return Answer.NO, f"bf16 tl.dot needs cc >= 8.0, have {f.sm}", ""
+
+
+def _triton_w4a4(f: Facts):
+    if f.triton is None:
+        return Answer.NO, "Triton not installed", "pip install triton"
+    if f.sm12:
+        if f.triton >= Version("3.9"):
+            return (Answer.YES, f"Triton {f.triton} lowers NVFP4 dot_scaled to mma kind::mxf4nvf4 on {f.sm} "
+                    "(compile probe; unverified on SM120 hardware)", "")
+        return Answer.NO, f"Triton {f.triton} has no native sm_120 NVFP4 dot_scaled", "Triton >= 3.9"
+    if f.sm10:
+        return Answer.YES, "native FP4 dot_scaled via tcgen05 on sm_100", ""
+    if f.major == 9:
+        return Answer.EMULATED, "on sm_90 dot_scaled upcasts to bf16 (wgmma): correct, not native FP4", ""
+    if f.major >= 8:
+        return Answer.EMULATED, f"{f.sm}: exact in-kernel dequant, no FP4 MMA", ""
+    return Answer.NO, f"no FP4 MMA on {f.sm}", ""
+
+
+def _vllm_marlin(f: Facts):
+    if f.vllm is None:
+        return Answer.NO, "vLLM not installed", "pip install vllm"
+    if f.major >= 8:
+        return Answer.YES, "W4A16: FP4 weights dequantized in-kernel, bf16 MMA (seed: 46-49 tok/s on SM120)", ""
+    return Answer.NO, f"Marlin needs cc >= 8.0, have {f.sm}", ""
+
+
+def _flashinfer_trtllm(f: Facts):
+    if f.fi is None:
+        return Answer.NO, "FlashInfer not installed", ""
+    if f.sm10:
+        return Answer.YES, "trtllm-gen cubins exist for sm100/sm103", ""
+    return (Answer.NO, "trtllm-gen MoE cubins are SM100-family only" + f.harm_note,
+            "none: capability-check patches only reach missing kernels" if f.sm12 else "")
+
+
+def _flashinfer_cutedsl(f: Facts):
+    if f.fi is None:
+        return Answer.NO, "FlashInfer not installed", ""
+    if f.sm10:
+        ok = f.raw.get("versions", {}).get("nvidia-cutlass-dsl") is not None
+        return (Answer.YES if ok else Answer.NO), "tcgen05 CuTe-DSL kernels" + ("" if ok else "; nvidia-cutlass-dsl missing"), ""
+    return Answer.NO, ("kernels use tcgen05/TMEM (SM100 only); SM120 has neither" if f.sm12 else
+                       f"SM100-only kernels; {f.sm}"), ""
+
+
+#: backends that run without a GPU
+CPU_OK = ("reference", "emulated-w4a4", "torch-bf16")
+
+#: one rule per backend, keyed by the registry's names (:func:`sm120lab.moe.backends.backend_names`),
+#: then the backends in :data:`NO_ADAPTER`
+RULES: dict[str, Rule] = {
+    "reference": _anywhere("fp64 per-expert loop over dequantized weights: the ground truth, any device"),
+    "emulated-w4a4": _anywhere("NVFP4 activations x NVFP4 weights in exact fp32 math: any device"),
+    "torch-bf16": _anywhere("dequantize + bf16 matmul: any device"),
+    "flashinfer-cutlass": _flashinfer_cutlass,
+    "flashinfer-sm12x-w4a16": _flashinfer_sm12x,
+    "flashinfer-sm12x-w4a4": _flashinfer_sm12x,
+    "triton-w4a16": _triton_w4a16,
+    "triton-w4a4": _triton_w4a4,
+    "vllm-cutlass-fp4": _vllm_cutlass_fp4,
+    "vllm-marlin": _vllm_marlin,
+    "flashinfer-trtllm": _flashinfer_trtllm,
+    "flashinfer-cutedsl": _flashinfer_cutedsl,
+}
+
+
+def backend_order() -> list[str]:
+    """The registry's backend names in its order, then :data:`NO_ADAPTER`."""
+    from .moe.backends import backend_names
+
+    return [*backend_names(), *NO_ADAPTER]
 
 
 def verdicts(f: dict[str, Any]) -> list[dict[str, str]]:
-    """One row per entry of :data:`BACKENDS` for the facts ``f`` (see :func:`gather`)."""
-    cc = tuple(f["cc"]) if f.get("cc") else None
-    ver = f.get("versions", {})
-    fi, vl, tr = _v(ver.get("flashinfer-python")), _v(ver.get("vllm")), _v(ver.get("triton"))
-    nvcc = _v(f.get("nvcc_max"))
-    env = f.get("env", {})
+    """One row per backend (:func:`backend_order`) for the facts ``f`` (see :func:`gather`)."""
     fip = f.get("flashinfer_patches") or {}
     vlp = f.get("vllm_patches") or {}
-    rows = []
-    if cc is None:
-        why = f"no CUDA GPU visible ({f.get('gpu_reason') or 'torch sees none'})"
-        for b in BACKENDS[:-1]:
-            rows.append(_row(b, "no", why))
-        rows.append(_row("torch-bf16", "yes", "dequantize + bf16 matmul runs anywhere (CPU here: reference only)"))
-        return rows
-    major, minor = cc
-    sm12, sm10 = major == 12, major == 10
-    fp4_hw = sm12 or sm10 or major == 11
     harmful = fip.get("harmful_applied", []) + vlp.get("harmful_applied", [])
-    harm_note = f"; harmful patches applied here: {', '.join(harmful)} (sm120lab patch revert)" if harmful else ""
-
-    # vLLM CUTLASS grouped (VLLM_CUTLASS / CutlassExpertsFp4)
-    if vl is None:
-        rows.append(_row(BACKENDS[0], "no", "vLLM not installed"))
-    elif sm10:
-        rows.append(_row(BACKENDS[0], "yes", "SM100 family: vLLM's grouped NVFP4 CUTLASS kernels target it"))
-    elif sm12:
-        rows.append(_row(BACKENDS[0], "risky", "vLLM accepts SM120 here, but the seed report got garbage output from "
-                         "this path on SM120 with vLLM 0.17.0; check with a correctness diff first",
-                         "prefer FLASHINFER_CUTLASS or Marlin"))
-    else:
-        rows.append(_row(BACKENDS[0], "no", f"sm_{major}{minor} has no FP4 tensor-core MMA (needs SM100/SM120)"))
-
-    # FLASHINFER_CUTLASS
-    name = BACKENDS[1]
-    if fi is None:
-        rows.append(_row(name, "no", "FlashInfer not installed", "pip install flashinfer-python"))
-    elif not fp4_hw:
-        rows.append(_row(name, "no", f"NVFP4 W4A4 needs FP4 MMA (SM100/SM120); sm_{major}{minor} has none"
-                         + ("; FlashInfer < 0.6.7 fp4_quantize is silently wrong on SM90" if major == 9 else "")))
-    elif nvcc is None:
-        rows.append(_row(name, "no", "FlashInfer JIT-compiles this MoE module and no nvcc was found",
-                         "put nvcc >= 12.8 on PATH (or CUDA_HOME)"))
-    elif sm12 and nvcc < Version("12.8") or (cc == (12, 1) and nvcc < Version("12.9")):
-        rows.append(_row(name, "no", f"nvcc {nvcc} cannot target sm_{major}{minor}a (needs 12.8; SM121: 12.9)",
-                         "install CUDA >= 12.9"))
-    elif sm12:
-        arch = env.get("FLASHINFER_CUDA_ARCH_LIST", "")
-        literal = any(a.startswith("12.") and not a[-1].isalpha() for a in arch.split())
-        if literal and fi < Version("0.6.7"):
-            rows.append(_row(name, "no", f"FLASHINFER_CUDA_ARCH_LIST={arch!r} is taken literally by FlashInfer {fi}: "
-                             "compute_120 builds CUTLASS's arch-conditional MMA stub", "setting fi-cuda-arch-list-suffix (12.0a / 12.0f)"))
-        elif fip.get("needed_missing"):
-            rows.append(_row(name, "slow", "works (seed report), but the TMA warp-specialized grouped-GEMM tactics whose "
-                             f"shared storage exceeds {SM120_SMEM_OPTIN:,} B fail to initialise" + harm_note,
-                             "patch " + ", ".join(fip["needed_missing"])))
-        elif fip.get("needed_applied"):
-            rows.append(_row(name, "yes", "needed patches applied: " + ", ".join(fip["needed_applied"]) + harm_note))
+    ver = f.get("versions", {})
+    facts = Facts(
+        raw=f, cc=tuple(f["cc"]) if f.get("cc") else None, fi=_v(ver.get("flashinfer-python")),
+        vllm=_v(ver.get("vllm")), triton=_v(ver.get("triton")), nvcc=_v(f.get("nvcc_max")), cuda=_v(f.get("cuda_runtime")),
+        harm_note=f"; harmful patches applied here: {', '.join(harmful)} (sm120lab patch revert)" if harmful else "")
+    rows = []
+    for name in backend_order():
+        rule = RULES.get(name)
+        if rule is None:
+            rows.append(_row(name, Answer.NO, "no doctor rule for this backend yet", "add one to sm120lab.doctor.RULES"))
+        elif facts.cc is None and name not in CPU_OK:
+            rows.append(_row(name, Answer.NO, f"no CUDA GPU visible ({f.get('gpu_reason') or 'torch sees none'})"))
         else:
-            rows.append(_row(name, "yes", "SM12x module (-DCOMPILE_BLACKWELL_SM120_TMA_GROUPED_GEMMS); stage-count fix "
-                             "status unknown for this version (no spec)" + harm_note))
-    else:
-        rows.append(_row(name, "yes", f"sm_{major}{minor}: FlashInfer CUTLASS fused MoE"))
-
-    # FLASHINFER_TRTLLM
-    if fi is None:
-        rows.append(_row(BACKENDS[2], "no", "FlashInfer not installed"))
-    elif sm10:
-        rows.append(_row(BACKENDS[2], "yes", "trtllm-gen cubins exist for sm100/sm103"))
-    else:
-        rows.append(_row(BACKENDS[2], "no", "trtllm-gen MoE cubins are SM100-family only" + harm_note,
-                         "none: capability-check patches only reach missing kernels" if sm12 else ""))
-
-    # FLASHINFER_CUTEDSL
-    if fi is None:
-        rows.append(_row(BACKENDS[3], "no", "FlashInfer not installed"))
-    elif sm10:
-        ok = ver.get("nvidia-cutlass-dsl") is not None
-        rows.append(_row(BACKENDS[3], "yes" if ok else "no", "tcgen05 CuTe-DSL kernels" + ("" if ok else "; nvidia-cutlass-dsl missing")))
-    else:
-        rows.append(_row(BACKENDS[3], "no", "kernels use tcgen05/TMEM (SM100 only); SM120 has neither" if sm12 else
-                         f"SM100-only kernels; sm_{major}{minor}"))
-
-    # Marlin
-    if vl is None:
-        rows.append(_row(BACKENDS[4], "no", "vLLM not installed"))
-    elif major >= 8:
-        rows.append(_row(BACKENDS[4], "yes", "W4A16: FP4 weights dequantized in-kernel, bf16 MMA (seed: 46-49 tok/s on SM120)"))
-    else:
-        rows.append(_row(BACKENDS[4], "no", f"Marlin needs cc >= 8.0, have {major}.{minor}"))
-
-    # b12x
-    if not sm12:
-        rows.append(_row(BACKENDS[5], "no", "SM120/SM121-only kernels"))
-    elif f.get("b12x") and ver.get("nvidia-cutlass-dsl"):
-        rows.append(_row(BACKENDS[5], "yes", "b12x CuTe-DSL MoE for SM12x is importable (unverified here)"))
-    elif f.get("b12x"):
-        rows.append(_row(BACKENDS[5], "no", "b12x is importable but nvidia-cutlass-dsl (its CuTe DSL) is not",
-                         "pip install 'flashinfer-python[b12x]' (pulls nvidia-cutlass-dsl[cu13]>=4.8.0)"))
-    else:
-        rows.append(_row(BACKENDS[5], "no", "b12x not installed (shipped by FlashInfer 0.7.4; earlier versions not checked)",
-                         "pip install 'flashinfer-python[b12x]>=0.7.4'"))
-
-    # sm120lab portable Triton W4A16
-    if tr is None:
-        rows.append(_row(BACKENDS[6], "no", "Triton not installed"))
-    elif major >= 8:
-        rows.append(_row(BACKENDS[6], "yes", "in-kernel FP4->bf16 dequant + bf16 tl.dot: any cc >= 8.0"))
-    else:
-        rows.append(_row(BACKENDS[6], "no", f"bf16 tl.dot needs cc >= 8.0, have {major}.{minor}"))
-
-    # Triton native W4A4 (tl.dot_scaled e2m1)
-    if tr is None:
-        rows.append(_row(BACKENDS[7], "no", "Triton not installed"))
-    elif sm12:
-        if tr >= Version("3.9"):
-            rows.append(_row(BACKENDS[7], "yes", f"Triton {tr} lowers NVFP4 dot_scaled to mma kind::mxf4nvf4 on sm_{major}{minor} (compile probe; unverified on SM120 hardware)"))
-        else:
-            rows.append(_row(BACKENDS[7], "no", f"Triton {tr} has no native sm_120 NVFP4 dot_scaled", "Triton >= 3.9"))
-    elif sm10:
-        rows.append(_row(BACKENDS[7], "yes", "native FP4 dot_scaled via tcgen05 on sm_100"))
-    elif major == 9:
-        rows.append(_row(BACKENDS[7], "emulated", "on sm_90 dot_scaled upcasts to bf16 (wgmma): correct, not native FP4"))
-    else:
-        rows.append(_row(BACKENDS[7], "no", f"no FP4 MMA on sm_{major}{minor}"))
-
-    rows.append(_row("torch-bf16", "yes", "dequantize + bf16 matmul: reference, any GPU"))
+            rows.append(_row(name, *rule(facts)))
     return rows
+
+
+def measure(device: str = "cuda", preset: str = "tiny", seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Run every registry backend through the correctness harness on ``device``.
+
+    Returns:
+        ``{backend: {"verdict": correct|degraded|garbage|skipped|error, "reason": str, "seed": int}}``;
+        ``{"_harness": {"verdict": "error", "reason": ...}}`` when the harness itself failed.
+    """
+    try:
+        from .moe import make_moe_problem
+        from .moe.harness import check
+
+        problem = make_moe_problem(preset, seed=seed, device=device)
+        result = check(problem, keep_output=False)
+    except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
+        text = str(exc).strip().splitlines()
+        return {"_harness": {"verdict": "error", "reason": f"{type(exc).__name__}: {text[0][:200] if text else ''}"}}
+    out = {}
+    for name, rep in result.reports.items():
+        reason = rep.reason or "; ".join(rep.reasons[:2])
+        out[name] = {"verdict": str(rep.verdict or rep.status), "reason": reason, "seed": rep.seed}
+    return out
 
 
 def render(report: dict[str, Any], console=None) -> None:
     """Print the one-screen report with rich."""
+    import sys
+
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
-
-    import sys
 
     console = console or Console(highlight=False, soft_wrap=False,
                                  width=None if sys.stdout.isatty() else 150)
@@ -291,25 +394,61 @@ def render(report: dict[str, Any], console=None) -> None:
     if f["cc"] != [12, 0] and "verdicts_if_sm120" in report:
         tables.append(("the same software stack on an SM120 GPU (reasoning, unverified on SM120 hardware)",
                        report["verdicts_if_sm120"]))
-    for title, rows in tables:
-        table = Table(title=title)
-        for col in ("backend", "verdict", "why", "needs"):
+    measured = report.get("measured") or {}
+    mcolors = {"correct": "green", "degraded": "yellow", "garbage": "red", "error": "red", "skipped": "white"}
+    if "_harness" in measured:
+        console.print(f"measured   the correctness harness failed: {measured['_harness']['reason']}", markup=False)
+    for i, (title, rows) in enumerate(tables):
+        show_measured = i == 0 and bool(measured) and "_harness" not in measured
+        table = Table(title=title + (f" (measured on {report.get('measured_device')})" if show_measured else ""))
+        cols = ("backend", "predicted", "measured", "why", "needs") if show_measured else ("backend", "verdict", "why", "needs")
+        for col in cols:
             table.add_column(col, overflow="fold")
         for r in rows:
             c = colors.get(r["verdict"], "white")
-            table.add_row(escape(r["backend"]), f"[{c}]{r['verdict']}[/{c}]", escape(r["why"]), escape(r["needs"]))
+            cells = [escape(r["backend"]), f"[{c}]{r['verdict']}[/{c}]"]
+            if show_measured:
+                m = measured.get(r["backend"])
+                mv = m["verdict"] if m else "-"
+                mc = mcolors.get(mv, "white")
+                cells.append(f"[{mc}]{mv}[/{mc}]" + (f" ({escape(m['reason'][:80])})" if m and m.get("reason") and mv != "correct" else ""))
+            table.add_row(*cells, escape(r["why"]), escape(r["needs"]))
         console.print(table)
 
 
-def run(json_path: str | None = None, command: str = "sm120lab doctor") -> dict[str, Any]:
-    """Gather, judge, and (optionally) write the JSON report atomically."""
+def run(json_path: str | None = None, command: str = "sm120lab doctor", *, measure_on: str | None = "auto") -> dict[str, Any]:
+    """Gather, judge, measure, and (optionally) write the JSON report atomically.
+
+    Args:
+        json_path: where to write the report (atomically), or None.
+        command: the recorded command line.
+        measure_on: ``"auto"`` (default): run the correctness harness on the GPU when one is
+            visible; ``"cuda"`` / ``"cpu"``: on that device; None: predict only.
+
+    Returns:
+        The report: ``facts``, ``envinfo``, ``verdicts``, ``verdicts_if_sm120``, ``command``, and
+        with a measurement ``measured`` (see :func:`measure`) and ``measured_device``.
+
+    Raises:
+        OSError: ``json_path`` cannot be written.
+    """
     report = gather()
     report["verdicts"] = verdicts(report["facts"])
     # the same software stack judged for an SM120 GPU (what a CPU box or an H200 can still say)
-    report["verdicts_if_sm120"] = verdicts(report["facts"] | {"cc": [12, 0], "smem_per_block_optin": SM120_SMEM_OPTIN})
+    report["verdicts_if_sm120"] = verdicts(report["facts"] | {"cc": [12, 0], "smem_per_block_optin": SM120_SMEM_LIMIT})
+    device = ("cuda" if report["facts"]["cc"] else None) if measure_on == "auto" else measure_on
+    if device:
+        report["measured"] = measure(device)
+        report["measured_device"] = device + (f" ({report['facts']['gpu_name']})" if device == "cuda" else "")
     report["command"] = command
     if json_path:
         from .atomic_io import write_json_atomic
 
         write_json_atomic(json_path, report)
     return report
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    """Backends whose measured verdict is ``garbage`` or ``error`` (and a failed harness)."""
+    return [f"{name}: {m['verdict']}" for name, m in (report.get("measured") or {}).items()
+            if m["verdict"] in ("garbage", "error")]

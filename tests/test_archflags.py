@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from sm120lab.archflags import matrix as mx
 from sm120lab.archflags.cell import compile_cell
@@ -132,7 +133,7 @@ def test_verdicts_follow_the_cells():
         c.update(status="rejected-arch", sass=[], feature_in_sass=False)
         assert {r["claim"]: r["verdict"] for r in verdicts(m2)}[needs13] == "TRUE"
     m3 = copy.deepcopy(m)
-    newest = sorted((t["name"] for t in m3["toolkits"]), key=lambda s: tuple(map(int, s.split("."))))[-1]
+    newest = sorted((t["name"] for t in m3["toolkits"]), key=Version)[-1]
     find(m3, newest, "arch_conditional", "sm_120")["stub"] = False
     claim1 = [r for r in verdicts(m3) if "Arch conditional" in r["claim"]][0]
     assert claim1["verdict"] == "FALSE"

@@ -13,6 +13,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.version import Version
 
 from sm120lab.cutlass_smem import analysis, store
 from sm120lab.cutlass_smem.build import PROBE_AFTER, instrument
@@ -79,7 +80,7 @@ def _expected_stage_bytes(rec, cutlass_version):
     CUTLASS 4.5 pads the SFB tile to N >= 128 (sm120_blockscaled_mma_builder.inl)."""
     m, n, k = rec["tile_m"], rec["tile_n"], rec["tile_k"]
     vec = 32 if rec["mxfpx"] else 16
-    n_sf = max(n, 128) if tuple(map(int, cutlass_version.split(".")[:2])) >= (4, 5) else n
+    n_sf = max(n, 128) if Version(cutlass_version).release[:2] >= (4, 5) else n
     a = m * k * rec["bits_a"] // 8
     b = n * k * rec["bits_b"] // 8
     return a + b + m * k // vec + n_sf * k // vec

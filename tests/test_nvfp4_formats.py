@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from sm120lab.nvfp4 import (E2M1_VALUES, e2m1_decode, e2m1_encode, e4m3_round_satfinite, pack_e2m1,
-                            unpack_e2m1)
+from sm120lab.nvfp4 import E2M1_VALUES, e2m1_decode, e2m1_encode, e4m3_round_satfinite, pack_e2m1, unpack_e2m1
 
 
 def test_all_16_e2m1_codes_decode_like_ml_dtypes():

@@ -1,6 +1,5 @@
 """sm120lab.toolchains: pins, discovery of the system nvcc, the PyPI installer (cached), the CLI."""
 
-import json
 import os
 import shutil
 import stat

@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         from .. import envinfo
         from ..atomic_io import write_json_atomic
-        res["command"] = "python -m sm120lab.archflags.gpu_run " + " ".join(argv if argv is not None else sys.argv[1:])
+        from ..cmdline import command_line
+        res["command"] = command_line("python -m sm120lab.archflags.gpu_run", argv)
         res["envinfo"] = envinfo.collect()
         write_json_atomic(args.out, res)
         print(f"wrote {args.out}")

@@ -5,12 +5,15 @@ Each verdict is TRUE / FALSE / NOT TESTED plus the cells that decide it (``summa
 
 from __future__ import annotations
 
+from packaging.version import Version
+
+from ..toolchains.toolkit import version_key
 from .summary import describe, find
 
 
 def _toolkits(matrix: dict) -> list[str]:
     names = [t["name"] for t in matrix.get("toolkits", [])]
-    return sorted(names, key=lambda v: tuple(int(x) for x in v.split(".")[:2]))
+    return sorted(names, key=version_key)
 
 
 def _ok(c: dict | None, probe_evidence: str | None = "OMMA.SF") -> bool:
@@ -53,8 +56,8 @@ def verdicts(matrix: dict) -> list[dict]:
 
     # 3. 120f needs CUDA 13.0
     f_rows = {tk: find(matrix, tk, "mma_nvfp4", "sm_120f") for tk in tks}
-    older_ok = [tk for tk, c in f_rows.items() if _ok(c) and tuple(map(int, tk.split("."))) < (13, 0)]
-    if not any(tuple(map(int, tk.split("."))) < (13, 0) for tk in f_rows):
+    older_ok = [tk for tk, c in f_rows.items() if _ok(c) and version_key(tk) < Version("13.0")]
+    if not any(version_key(tk) < Version("13.0") for tk in f_rows):
         v = "NOT TESTED (no toolkit older than 13.0 in the matrix)"
     elif older_ok:
         v = f"FALSE (accepted from {older_ok[0]})"

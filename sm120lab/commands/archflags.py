@@ -65,7 +65,7 @@ def run(args) -> int:
         except (ImportError, RuntimeError) as exc:
             print(f"archflags: Triton rows skipped: {exc}", file=sys.stderr)
     try:
-        _, kept = mx.write_matrix(result, out, command=command_line("sm120lab"), replace=args.replace)
+        _, kept = mx.write_matrix(result, out, command=command_line("sm120lab", getattr(args, "argv", None)), replace=args.replace)
     except mx.MatrixFileError as exc:
         print(str(exc), file=sys.stderr)
         return 2

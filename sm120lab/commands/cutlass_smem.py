@@ -35,7 +35,7 @@ def run(args) -> int:
     try:
         return _run(args)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"sm120lab cutlass-smem: {exc}", file=sys.stderr)
+        print(f"sm120lab cutlass-smem: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}", file=sys.stderr)
         return 2
 
 
@@ -43,6 +43,7 @@ def _run(args) -> int:
     import sys
 
     from ..atomic_io import write_json_atomic
+    from ..cmdline import command_line
     from ..cutlass_smem import analysis, store
 
     if args.jobs < 1:
@@ -65,7 +66,8 @@ def _run(args) -> int:
                 token = {"f16": ", half,", "bf16": ", __nv_bfloat16,"}[args.output_type]
                 kw = dict(keep=lambda block, token=token: token in block, selection=f"output type {args.output_type} only")
             res = store.measure_cached(version, patched, force=args.force, jobs=args.jobs,
-                                       device_arch=args.device_arch, nvcc=args.nvcc, **kw)
+                                       device_arch=args.device_arch, nvcc=args.nvcc,
+                                       command=command_line("sm120lab", getattr(args, "argv", None)), **kw)
             results.append(res)
             print(analysis.format_table(res))
             print()
@@ -89,5 +91,9 @@ def _run(args) -> int:
 
         plt.close(ax.figure)
     if args.json:
-        write_json_atomic(args.json, results)
+        try:
+            write_json_atomic(args.json, results)
+        except OSError as exc:
+            print(f"--json: cannot write {args.json} ({exc.strerror or exc}); expected a writable file path", file=sys.stderr)
+            return 2
     return 0

@@ -152,7 +152,7 @@ def _status(console, tree, specs, args, audit) -> int:
         try:
             write_json_atomic(args.json, {"package": tree.package, "version": tree.version, "root": str(tree.root),
                                           "rows": rows, "settings": audit.settings_rows(specs),
-                                          "command": command_line("sm120lab"), "env": collect()})
+                                          "command": command_line("sm120lab", getattr(args, "argv", None)), "env": collect()})
         except OSError as exc:
             print(f"--json: cannot write {args.json} ({exc.strerror or exc}); expected a writable file path",
                   file=sys.stderr)

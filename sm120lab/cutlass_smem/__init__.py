@@ -28,11 +28,18 @@ CLI: ``sm120lab cutlass-smem [--flashinfer 0.6.5 0.7.4] [--patched] [--json FILE
 The patch's runtime effect is unverified on SM120 hardware (only compile-time sizes are proven).
 """
 
-from .analysis import (SM120_SMEM_LIMIT, before_after, configs, cutlass_stage_count, derive, format_table,
-                       model_kernel_smem)
+from ..pypi_wheels import fetch_wheel
+from .analysis import (
+                       SM120_SMEM_LIMIT,
+                       before_after,
+                       configs,
+                       cutlass_stage_count,
+                       derive,
+                       format_table,
+                       model_kernel_smem,
+)
 from .plot import plot_stage_bytes
 from .store import load, measure_cached, recorded, result_path
-from ..pypi_wheels import fetch_wheel
 
 __all__ = [
     "SM120_SMEM_LIMIT", "before_after", "configs", "cutlass_stage_count", "derive", "fetch_wheel",

@@ -24,7 +24,10 @@ Neither version counts the kernel-level alignment padding.
 
 from __future__ import annotations
 
-SM120_SMEM_LIMIT = 101_376  # cudaDevAttrMaxSharedMemoryPerBlockOptin on SM120/121; CUTLASS arch.h
+from packaging.version import Version
+
+from ..constants import SM120_SMEM_LIMIT
+
 FUSIONS = {0: "NONE", 1: "ACTIVATION", 2: "GATED_ACTIVATION", 3: "FINALIZE"}  # moe_gemm_kernels.h l.176
 
 
@@ -71,8 +74,7 @@ def derive(r: dict) -> dict:
 def cutlass_stage_count(r: dict, cutlass_version: str) -> int:
     """CUTLASS's automatic stage count for this record's tile, redone from the recorded sizes."""
     per_stage_tensors = per_stage_bytes(r)
-    major_minor = tuple(int(x) for x in cutlass_version.split(".")[:2])
-    if major_minor >= (4, 5):
+    if Version(cutlass_version).release[:2] >= (4, 5):
         capacity = SM120_SMEM_LIMIT - 128 - 256 - 48
         pipeline = 128
     else:

@@ -40,10 +40,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .generate import generate_sm120_sources
-from .stage_patch import apply_to_tree, load_spec, version_matches
 from ..paths import cache_root
 from ..pypi_wheels import fetch_wheel
+from .generate import generate_sm120_sources
+from .stage_patch import apply_to_tree, load_spec, version_matches
 
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 LAUNCHER_REL = ("flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/"

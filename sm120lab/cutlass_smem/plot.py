@@ -72,8 +72,9 @@ def plot_stage_bytes(ax=None, *, patched: bool = False, data_dir: Path | None = 
     if save if save is not None else made:
         out = Path(data_dir or DATA_DIR) / (PNG_NAME if not patched else PNG_NAME.replace(".png", "_patched.png"))
         ax.figure.tight_layout()
-        from ..atomic_io import write_bytes_atomic
         import io
+
+        from ..atomic_io import write_bytes_atomic
         buf = io.BytesIO()
         ax.figure.savefig(buf, format="png", dpi=130)
         write_bytes_atomic(out, buf.getvalue(), mode=0o644)

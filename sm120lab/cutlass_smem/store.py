@@ -7,11 +7,9 @@ and ``command`` (how it was produced), written atomically.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from ..atomic_io import write_text_atomic
-from ..atomic_io import _json_default
+from ..atomic_io import _json_default, write_text_atomic
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "cutlass_smem"
 
@@ -43,11 +41,12 @@ def measure_cached(version: str, patched: bool = False, *, force: bool = False, 
     path = result_path(version, patched, data_dir)
     if path.is_file() and not force:
         return json.loads(path.read_text())
+    from ..cmdline import command_line
     from ..envinfo import collect
     from .build import measure
 
     result = measure(version, patched=patched, **kwargs)
     result["envinfo"] = collect()
-    result["command"] = command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    result["command"] = command or command_line()
     write_text_atomic(path, json.dumps(result, indent=1, default=_json_default) + "\n", mode=0o644)
     return result

@@ -34,11 +34,11 @@ _TMP_DIR = re.compile(r"/\S*?sm120lab-(?:nvcc|ptxas)-[^/\s]+/")
 def first_error_line(log: str) -> str | None:
     """The first line of a compiler log that says error/fatal, else the first non-empty one
     (temporary folder names removed, so the line is the same on every machine)."""
-    lines = [_TMP_DIR.sub("", l).strip() for l in log.splitlines() if l.strip()]
-    for l in lines:
-        low = l.lower()
+    lines = [_TMP_DIR.sub("", line).strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        low = line.lower()
         if "error" in low or "fatal" in low:
-            return l
+            return line
     return lines[0] if lines else None
 
 

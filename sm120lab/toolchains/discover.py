@@ -15,12 +15,12 @@ import os
 import re
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .cache import MARKER, toolchains_root
 from .pins import SASS_TOOLS
-from .toolkit import Toolkit
+from .toolkit import Toolkit, toolkit_name
 
 
 def tool_version(exe: str) -> str | None:
@@ -80,8 +80,7 @@ def _nvcc_toolkit(nvcc: Path, origin_kind: str) -> Toolkit | None:
         return None
     root = bin_dir.parent
     includes = [p for p in (root / "include", root / "targets" / "x86_64-linux" / "include") if p.is_dir()]
-    name = ".".join(version.split(".")[:2])
-    return Toolkit(name=name, version=version, frontend="nvcc", origin=f"{origin_kind}:{root}",
+    return Toolkit(name=toolkit_name(version), version=version, frontend="nvcc", origin=f"{origin_kind}:{root}",
                    ptxas=str(ptxas), nvcc=str(nvcc), include_dirs=tuple(map(str, includes)))
 
 
@@ -93,7 +92,7 @@ def _cache_toolkit(folder: Path) -> Toolkit | None:
         version = tool_version(str(nvcc))
         if version is None:
             return None
-        return Toolkit(name=".".join(version.split(".")[:2]), version=version, frontend="nvcc",
+        return Toolkit(name=toolkit_name(version), version=version, frontend="nvcc",
                        origin=f"sm120lab-cache:{folder}", ptxas=str(cu13 / "bin" / "ptxas"),
                        nvcc=str(nvcc), include_dirs=(str(cu13 / "include"),))
     ptxas = nv / "cuda_nvcc" / "bin" / "ptxas"
@@ -104,7 +103,7 @@ def _cache_toolkit(folder: Path) -> Toolkit | None:
     if version is None:
         return None
     includes = [nv / "cuda_runtime" / "include", nv / "cuda_cccl" / "include", nv / "cuda_nvcc" / "include"]
-    return Toolkit(name=".".join(version.split(".")[:2]), version=version, frontend="nvrtc",
+    return Toolkit(name=toolkit_name(version), version=version, frontend="nvrtc",
                    origin=f"sm120lab-cache:{folder}", ptxas=str(ptxas), nvrtc_lib=str(libs[0]),
                    include_dirs=tuple(str(p) for p in includes if p.is_dir()))
 
@@ -116,7 +115,7 @@ def installed_folders() -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and (p / MARKER).is_file() and p.name != SASS_TOOLS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _discover_cached(key: tuple) -> tuple[Toolkit, ...]:
     """Every toolkit found, in search order (system first), duplicates of a version included."""
     found: list[Toolkit] = []

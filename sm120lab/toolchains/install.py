@@ -14,8 +14,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..atomic_io import write_json_atomic
 from .cache import MARKER, version_dir

@@ -18,6 +18,8 @@ All wheels of one version go into ONE ``pip install --no-deps --target DIR`` cal
 
 from __future__ import annotations
 
+from .toolkit import version_key
+
 SASS_TOOLS = "sass-tools"
 
 WHEELS: dict[str, tuple[str, ...]] = {
@@ -49,7 +51,7 @@ WHEELS: dict[str, tuple[str, ...]] = {
 
 def known_versions() -> list[str]:
     """Installable names, toolkits first (sorted numerically), then ``sass-tools``."""
-    toolkits = sorted((v for v in WHEELS if v != SASS_TOOLS), key=lambda v: tuple(map(int, v.split("."))))
+    toolkits = sorted((v for v in WHEELS if v != SASS_TOOLS), key=version_key)
     return toolkits + [SASS_TOOLS]
 
 

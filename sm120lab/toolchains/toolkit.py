@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from packaging.version import Version
+
+
+def toolkit_name(version: str) -> str:
+    """``"12.9.86"`` -> ``"12.9"``: the key a toolkit is stored under."""
+    major, minor = Version(version).release[:2]
+    return f"{major}.{minor}"
+
+
+def version_key(name: str) -> Version:
+    """Sort key for toolkit names and versions (``"12.9"`` < ``"13.0"`` < ``"13.10"``)."""
+    return Version(name)
+
 
 @dataclass(frozen=True)
 class Toolkit:
@@ -19,8 +32,8 @@ class Toolkit:
 
     @property
     def major_minor(self) -> tuple[int, int]:
-        major, minor = self.version.split(".")[:2]
-        return int(major), int(minor)
+        major, minor = Version(self.version).release[:2]
+        return major, minor
 
     def to_dict(self) -> dict:
         return asdict(self)
