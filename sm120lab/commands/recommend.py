@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only these topics (repeatable): archflags, versions, backend, patches, env, throughput, verify")
     p.add_argument("--runs", default=None, help="folder of archived run folders (default data/runs)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the items as JSON")
+    p.add_argument("--markdown", action="store_true", help="print a markdown table instead (as in the README)")
     p.set_defaults(func=main)
 
 
@@ -66,7 +67,10 @@ def main(args: argparse.Namespace) -> int:
     setup = asdict(recommend.resolve_setup(gpu, model=args.model, tp=args.tp, pp=args.pp, users=args.users))
     title = (f"sm120lab recommend: {gpu}, {setup['model']}, TP{setup['tp']} PP{setup['pp']}, "
              f"{setup['users']} user(s)")
-    recommend.show(items, title=title)
+    if args.markdown:
+        print(recommend.to_markdown(items))
+    else:
+        recommend.show(items, title=title)
     if args.json:
         doc = recommend.to_json(items, gpu=gpu, setup=setup)
         doc["command"] = command_line("sm120lab", None)

@@ -22,6 +22,9 @@ The Python side is read too: :func:`python_suffix_uses` lists every line of the 
 ``flashinfer/`` Python that reads the target-arch set (``TARGET_CUDA_ARCHS``), which is where
 the suffix string could steer a tactic filter or a module choice.
 
+With ``--ptx`` it also compiles one of the overflowing grouped-GEMM instantiations to PTX under
+both suffixes (:func:`ptx_compare`): the front end's output, not only its input.
+
 What this does not cover: the toolkit. The seed changed CUDA 12.8 -> 13.0 together with the
 suffix; a different ``ptxas`` can give different SASS from the same PTX. Only nvcc 13.0 is
 compared here (both suffixes with one toolkit).
@@ -231,6 +234,70 @@ def scan(version: str, *, nvcc: str | None = None, jobs: int = 2, work_dir: Path
     }
 
 
+FINALIZE_256 = re.compile(r"FINALIZE,\s*256,\s*128,\s*128,.*?false,\s*false,\s*false,\s*false\)", re.S)
+
+
+def ptx_compare(version: str, *, nvcc: str | None = None, work_dir: Path | None = None, keep=None,
+                progress: bool = True) -> dict:
+    """Compile one generated SM120 grouped-GEMM instantiation to PTX under 120a and 120f and diff.
+
+    The default instantiation is the first one (f16 output) of the NVFP4 256x128x128 FINALIZE,
+    no-swap kernel, one of those whose 3-stage shared storage overflows. PTX lines that name the
+    target (``.target sm_120a`` / ``sm_120f``) and comments are dropped before comparing.
+
+    Returns:
+        ``{"unit", "instantiation", "ptx_lines", "identical", "differences", "seconds"}``.
+    """
+    from ..cutlass_smem.build import CUBLAS_HEADERS, find_nvcc, select_instantiations
+    from ..cutlass_smem.generate import generate_sm120_sources
+    from ..paths import cache_root
+    from ..pypi_wheels import fetch_wheel
+
+    nvcc = find_nvcc(nvcc)
+    root = fetch_wheel("flashinfer-python", version, only=WHEEL_PARTS, quiet=not progress)
+    work = Path(work_dir) if work_dir else cache_root() / "arch_suffix" / f"{version}-ptx"
+    gen_dir = work / "generated"
+    sources = generate_sm120_sources(root, gen_dir)
+    picked: list[str] = []
+
+    def default_keep(block: str) -> bool:
+        if picked or "half" not in block or not FINALIZE_256.search(block):
+            return False
+        picked.append(" ".join(block.split()))
+        return True
+
+    units = select_instantiations(sources, keep or default_keep)
+    if len(units) != 1:
+        raise RuntimeError(f"keep: expected the instantiation in exactly one generated file, got {len(units)}")
+    # compiling (not only preprocessing) needs the real cuBLAS declarations
+    cublas = fetch_wheel(*CUBLAS_HEADERS, only=("nvidia/cu13/include/",), quiet=not progress) / "nvidia/cu13/include"
+    flags = _flags(root, gen_dir, cublas)
+    texts, secs = {}, {}
+    for s in SUFFIXES:
+        out = work / f"{s}.ptx"
+        t0 = time.monotonic()
+        proc = subprocess.run([nvcc, "-ptx", *flags, f"-arch=compute_{s}", str(units[0]), "-o", str(out)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = " | ".join((proc.stderr or "").strip().splitlines()[-3:])
+            raise RuntimeError(f"nvcc -ptx ({s}) failed: {tail}")
+        secs[s] = round(time.monotonic() - t0, 1)
+        texts[s] = out.read_text().splitlines()
+        if progress:
+            print(f"ptx {s}: {len(texts[s])} lines, {secs[s]:.0f} s", file=sys.stderr, flush=True)
+
+    def body(lines):
+        return [ln for ln in lines if not ln.lstrip().startswith(("//", ".target"))]
+
+    a, b = body(texts["120a"]), body(texts["120f"])
+    diff = [ln for ln in difflib.unified_diff(a, b, "120a", "120f", n=0, lineterm="")][:40]
+    return {"unit": _short(str(units[0]), [str(gen_dir) + "/"]), "instantiation": picked[0] if picked else "custom",
+            "ptx_lines": {k: len(v) for k, v in texts.items()},
+            "target_lines": {k: [ln.strip() for ln in v if ln.lstrip().startswith(".target")] for k, v in texts.items()},
+            "mma_block_scale": {k: sum("mma.sync" in ln and "block_scale" in ln for ln in v) for k, v in texts.items()},
+            "identical": a == b, "differences": diff, "seconds": secs}
+
+
 def device_macros(nvcc: str) -> dict[str, list[str]]:
     """The arch macros nvcc passes to the device preprocessor for each suffix (from ``--dryrun``)."""
     out = {}
@@ -258,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("versions", nargs="*", default=["0.6.5", "0.7.4"], help="flashinfer-python versions")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default=None, help="folder (default data/arch_suffix)")
+    ap.add_argument("--ptx", action="store_true",
+                    help="also compile one overflowing FINALIZE instantiation to PTX under both suffixes (minutes)")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else data_dir() / "arch_suffix"
     cmd = command_line("python -m sm120lab.recommend.arch_suffix", sys.argv[1:] if argv is None else argv)
@@ -266,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
             result = scan(v, jobs=args.jobs)
         except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
             raise SystemExit(f"versions: scanning flashinfer-python {v} failed: {exc}") from None
+        if args.ptx:
+            try:
+                result["ptx"] = ptx_compare(v)
+            except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
+                raise SystemExit(f"--ptx: flashinfer-python {v} failed: {exc}") from None
         result["envinfo"] = collect()
         result["command"] = cmd
         path = write_json_atomic(out / f"flashinfer-{v}.json", result)

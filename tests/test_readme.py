@@ -1,0 +1,245 @@
+"""The README's guide table and findings table agree with the recorded data they name.
+
+When a recorded file changes, these tests say which README number to update; the guide table is
+regenerated with ``sm120lab recommend --gpu rtx-pro-6000 --markdown``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sm120lab import recommend
+from sm120lab.cli import build_parser
+from sm120lab.paths import data_dir, repo_root
+from sm120lab.recommend.facts import arch_suffix_facts, kernel_summary, seed_patch_facts, smem_overflow
+
+README = repo_root() / "README.md"
+
+
+def _text() -> str:
+    return README.read_text()
+
+
+def _section(title: str) -> str:
+    text = _text()
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start: end if end > 0 else None]
+
+
+def _findings_row(prefix: str) -> str:
+    rows = [ln for ln in _section("What the workbook found").splitlines() if ln.startswith(f"| {prefix}")]
+    assert len(rows) == 1, f"README findings table: expected one row starting with {prefix!r}"
+    return rows[0]
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0f}%"
+
+
+# --------------------------------------------------------------------------------------------
+# the guide
+
+
+def test_readme_opens_with_the_guide_for_the_seed_setup():
+    text = _text()
+    m = re.search(r"<!-- guide:start -->\n(.*?)\n<!-- guide:end -->", text, re.S)
+    assert m, "README: no guide block"
+    assert text.index("<!-- guide:start -->") < text.index("## What the workbook found")
+    expected = recommend.to_markdown(recommend.guide("rtx-pro-6000", runs_root=data_dir() / "runs"))
+    assert m.group(1) == expected, "README guide table is stale: paste `sm120lab recommend --markdown`"
+    s = recommend.resolve_setup("rtx-pro-6000")
+    assert (s.model, s.tp, s.pp, s.users) == ("qwen3.5-397b-a17b", 2, 2, 1)
+    assert "4x RTX PRO 6000, TP2 PP2" in text
+
+
+# --------------------------------------------------------------------------------------------
+# the findings table, row by row
+
+
+def _cells() -> list[dict]:
+    return json.loads((data_dir() / "archflags" / "matrix.json").read_text())["cells"]
+
+
+def _cell(probe, toolkit, target) -> dict:
+    hit = [c for c in _cells() if (c["probe"], c["toolkit"], c["target"]) == (probe, toolkit, target)]
+    assert len(hit) == 1, (probe, toolkit, target)
+    return hit[0]
+
+
+def test_arch_conditional_row():
+    row = _findings_row("`compute_120` gives")
+    assert "True, at run time" in row and "data/archflags/matrix.json" in row
+    for tk in ("12.8", "12.9", "13.0"):
+        stub = _cell("arch_conditional", tk, "sm_120")
+        assert stub["status"] == "accepted" and stub["stub"] and not stub["feature_in_sass"]
+        assert _cell("mma_nvfp4", tk, "sm_120")["status"] == "rejected-ptxas"
+
+
+def test_cuda_13_row():
+    row = _findings_row("`compute_120f` needs CUDA 13.0")
+    assert "**False**" in row
+    c = _cell("mma_nvfp4", "12.9", "sm_120f")
+    assert c["status"] == "accepted" and c["feature_in_sass"]
+    sass = re.search(r"`(OMMA[^`]+)`", row).group(1)
+    assert sass in json.dumps(c)
+    assert all(c["status"] != "accepted" for c in _cells() if c["toolkit"] == "12.8" and c["target"].endswith("f"))
+    assert _cell("mma_nvfp4", "13.0", "compute_120f->sm_121")["status"] == "accepted"
+    assert _cell("mma_nvfp4", "13.0", "compute_120a->sm_121a")["status"] != "accepted"
+
+
+def test_stage_count_row():
+    row = _findings_row("All TMA warp-specialized")
+    a, b = smem_overflow("0.6.5"), smem_overflow("0.7.4")
+    assert f"{a['over']} of {a['total']} kernel types in FlashInfer 0.6.5" in row
+    assert f"{b['over']} of {b['total']} compiled (f16-output) kernel types in 0.7.4" in row
+    assert b["selection"] != "all"  # 0.7.4 was measured for the f16-output instantiations only
+    assert a["tiles"] == b["tiles"] == ["256x128x128", "128x256x128"]
+    assert "NVFP4 256x128x128 and 128x256x128 FINALIZE" in row
+    assert f"{a['bytes'][0]:,} B > 101,376 B" in row and a["bytes"] == b["bytes"]
+    for v in ("0.6.5", "0.7.4"):
+        recs = json.loads((data_dir() / "cutlass_smem" / f"{v}.json").read_text())["records"]
+        over = [r for r in recs if r["kernel_smem"] > 101_376]
+        # one epilogue fusion (FINALIZE; NONE = 0), no swap_ab, 3 stages, in both versions
+        assert {(r["fusion"], r["swap_ab"], r["stages"]) for r in over} == {(3, 0, 3)}
+
+
+def test_arch_suffix_row():
+    row = _findings_row("`compute_120f` nearly triples")
+    f = arch_suffix_facts()
+    assert f"{f['suffix_units_065']} units in 0.6.5, {f['suffix_units_074']} in 0.7.4" in row
+    for v in ("0.6.5", "0.7.4"):
+        d = json.loads((data_dir() / "arch_suffix" / f"flashinfer-{v}.json").read_text())
+        assert d["all_identical"] and not d["control"]["identical"]
+    pub = list(csv.DictReader((data_dir() / "published" / "tok_s.csv").open()))
+    seed = {(r["backend"], r["concurrency"]): r for r in pub if r["gpu"] == "rtx-pro-6000"}
+    assert seed[("FlashInfer CUTLASS 120a", "1")]["tok_s_low"] == "14.6"
+    assert seed[("FlashInfer CUTLASS 120f", "1")]["tok_s_low"] == "39.0"
+    assert seed[("FlashInfer CUTLASS 120a", "1")]["cuda"] == "12.8" and seed[("FlashInfer CUTLASS 120f", "1")]["cuda"] == "13.0"
+
+
+def test_patches_row():
+    row = _findings_row("FlashInfer needs extensive patching")
+    f = seed_patch_facts()
+    assert f"None of its {f['seed_edits']} edits" in row
+    assert f"{f['seed_noop']} are no-ops or already upstream, {f['seed_harmful']} are harmful" in row
+    assert int(f["seed_noop"]) + int(f["seed_harmful"]) == int(f["seed_edits"]) and f["seed_needed"] == "0"
+    patched = smem_overflow("0.6.5", patched=True)
+    assert patched["over"] == 0
+    def key(r):
+        return r["act"], r["out"], r["fusion"], r["swap_ab"], r["tile_m"], r["tile_n"], r["tile_k"]
+
+    before = json.loads((data_dir() / "cutlass_smem" / "0.6.5.json").read_text())["records"]
+    after = json.loads((data_dir() / "cutlass_smem" / "0.6.5-patched.json").read_text())["records"]
+    over = {key(r) for r in before if r["kernel_smem"] > 101_376}
+    fixed = [r for r in after if key(r) in over]
+    assert len(fixed) == len(over) and {r["stages"] for r in fixed} == {2}
+    assert len({r["kernel_smem"] for r in fixed}) == 1
+    assert f"2 stages ({fixed[0]['kernel_smem']:,} B)" in row
+
+
+def test_harness_row():
+    from sm120lab.moe.faults import FAULTS
+
+    row = _findings_row("Correctness was judged")
+    diffs = json.loads((data_dir() / "correctness" / "h200_fp4_quantize.json").read_text())["diffs"]
+    by_layout = {d["layout"]: d for d in diffs}
+    assert (f"{100 * by_layout['linear']['scale_match']:.3f}% (linear) / "
+            f"{100 * by_layout['swizzled']['scale_match']:.3f}% (swizzled)") in row
+    assert all(d["verdict"] == "garbage" and d["silent"] for d in diffs)
+    words = {8: "Eight"}
+    assert f"{words[len(FAULTS)]} planted MoE faults" in row
+    h200 = next(p for p in (data_dir() / "runs").iterdir() if "h200" in p.name)
+    verdicts = json.loads(next((h200 / "results").glob("03_*.json")).read_text())["verdicts"]
+    faults = {k: v for k, v in verdicts.items() if k.startswith("fault-")}
+    assert len(faults) >= len(FAULTS) and all(v == "garbage" for v in faults.values())
+
+
+def test_roofline_row():
+    from sm120lab.roofline import ceiling, get_gpu, get_model, precision_plan
+
+    row = _findings_row("Marlin's 46-49 tok/s")
+    c = ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), precision_plan("linear-quantized", "nvfp4"),
+                tp=2, pp=2, batch=1)
+    pub = {r["backend"]: r for r in csv.DictReader((data_dir() / "published" / "tok_s.csv").open())
+           if r["gpu"] == "rtx-pro-6000" and r["concurrency"] == "1"}
+    marlin = (float(pub["Marlin"]["tok_s_low"]) + float(pub["Marlin"]["tok_s_high"])) / 2
+    fi = float(pub["FlashInfer CUTLASS 120f"]["tok_s_low"])
+    assert f"{pub['Marlin']['tok_s_low']}-{pub['Marlin']['tok_s_high']} tok/s" in row
+    assert f"**{_pct(100 * marlin / c.per_user_tok_s)}**" in row
+    assert f"{c.per_user_tok_s:.0f} tok/s per user" in row and c.bound == "memory"
+    assert f"{fi:.1f} is {_pct(100 * fi / c.per_user_tok_s)}" in row
+
+
+def test_kernel_row_reads_the_bench_file_it_names():
+    row = _findings_row("(no portable FP4 MoE kernel)")
+    path = re.search(r"`(data/bench/[^`]+\.json)`", row).group(1)
+    s = kernel_summary(repo_root() / path)
+    assert f"on an {s['gpu']}" in row
+    assert f"{s['us_T1']:.0f} us per MoE layer at T=1 ({s['vs_bf16_T1']:.2f}x" in row
+    assert f"{s['vs_bf16_Tmax']:.2f}x at T={s['Tmax']}" in row
+    pct = s["pct_copy_bw"]
+    t_best = max(pct, key=pct.get)
+    assert f"{pct[1]:.1f}% of the measured {s['copy_GBps']:,.0f} GB/s copy bandwidth at T=1" in row
+    assert f"at most {pct[t_best]:.1f}% (T={t_best})" in row
+    aot = json.loads((data_dir() / "triton_aot" / "sm120.json").read_text())["rows"]
+    sm120 = [r for r in aot if r["cc"] == 120]
+    assert all(r["fits_sm120"] for r in sm120)
+    assert f"All {len(sm120)} sm_120 kernel configs fit" in row
+    assert f"{sum(r.get('n_nvfp4_mma', 0) > 0 for r in sm120)} lower to the native NVFP4 MMA" in row
+
+
+# --------------------------------------------------------------------------------------------
+# versions, commands, standalone
+
+
+def test_versions_table_matches_adapters_and_specs():
+    import yaml
+
+    from sm120lab.moe.backends import all_backends
+
+    table = _section("FlashInfer and vLLM versions")
+    adapters = [b for b in all_backends().values() if getattr(b, "api", None) is not None]
+    assert adapters
+    for b in adapters:
+        rows = [ln for ln in table.splitlines() if f"`{b.name}`" in ln]
+        assert len(rows) == 1, f"README versions table: no row for adapter {b.name}"
+        for v in b.api.checked:
+            assert v in rows[0], (b.name, v)
+    for spec in sorted((repo_root() / "sm120lab" / "patches" / "specs").glob("*.yaml")):
+        versions = yaml.safe_load(spec.read_text())["versions"]
+        rows = [ln for ln in table.splitlines() if spec.name in ln]
+        assert rows and f"`{versions}`" in rows[0], (spec.name, versions)
+
+
+def test_readme_commands_exist():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    names = set(sub.choices)
+    used = set(re.findall(r"`sm120lab ([a-z][a-z-]+)", _text()))
+    assert used and used <= names, used - names
+    assert "make lab" in _text() and ".[gpu]" in _text() and "report.html" in _text()
+
+
+def test_readme_stands_alone():
+    text = _text()
+    for bad in ("../shared", "/tmp/", "landscape.md", "METHOD.md", "KINDS.md"):
+        assert bad not in text, bad
+    for link in re.findall(r"\]\(([^)]+)\)", text):
+        if not link.startswith("http"):
+            assert (repo_root() / link).exists(), link
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (repo_root() / "notes").glob("arch_suffix*.md")))
+def test_arch_suffix_note_cites_public_sources(name):
+    text = (repo_root() / "notes" / name).read_text()
+    assert "https://github.com/flashinfer-ai/flashinfer" in text
+    for bad in ("../shared", "/tmp/", "landscape.md"):
+        assert bad not in text
+    for rel in re.findall(r"`(data/[^`]+)`", text):
+        assert (repo_root() / rel.rstrip("/")).exists() or list(Path(repo_root()).glob(rel)), rel
