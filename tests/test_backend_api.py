@@ -211,7 +211,10 @@ def check_flashinfer_cutlass(calls: Calls, p, out) -> None:
     assert len(qs) == 6  # quant_scales_6
     for i in (0, 2, 3, 5):
         assert qs[i].dtype == torch.float32
-    assert qs[0].numel() == 1 and qs[3].numel() == 1
+    for i in (0, 3):  # act_global_scalar_or_E: 0-d or [E]; [1] fails the binding's check when E > 1
+        assert qs[i].ndim == 0 or tuple(qs[i].shape) == (c.E,), f"quant_scales[{i}] shape {tuple(qs[i].shape)}"
+    assert a["fc2_expert_weights"].shape == (c.E, c.H, c.I // 16)  # inner_dim_16
+    assert a["fc1_expert_weights"].shape[1] == 2 * a["fc2_expert_weights"].shape[2] * 16  # fc1_twice_fc2
     assert qs[1].dtype == torch.int32 == qs[4].dtype  # block_scales_int32
     assert tuple(qs[1].shape) == (c.E, _align(c.I, 64) * 2, _align(c.H, 64) // 64)  # fc1_block_shape
     assert tuple(qs[4].shape) == (c.E, _align(c.H, 128), _align(c.I, 64) // 64)
@@ -415,6 +418,15 @@ def test_layout_checks_catch_a_wrong_gate_up_order(monkeypatch, seed):
     calls, p, out, _ = _drive(monkeypatch, backend, "flashinfer-python", "0.7.4", seed)
     with pytest.raises(AssertionError):
         check_flashinfer_sm12x(calls, p, out, False)
+
+
+def test_layout_checks_catch_a_one_element_activation_scale(monkeypatch, seed):
+    """The adapter's first bug found here: quant_scales[0] of shape [1] fails FlashInfer's binding for E > 1."""
+    real = _packing.activation_gscale
+    monkeypatch.setattr(_packing, "activation_gscale", lambda a, e=None: real(a, e).reshape(-1))
+    calls, p, out, _ = _drive(monkeypatch, all_backends()["flashinfer-cutlass"], "flashinfer-python", "0.7.4", seed)
+    with pytest.raises(AssertionError, match=r"quant_scales\[0\]"):
+        check_flashinfer_cutlass(calls, p, out)
 
 
 def test_skip_reasons_are_one_line_and_say_unverified(monkeypatch):

@@ -149,6 +149,13 @@ FACTS: dict[str, tuple[Fact, ...]] = {
              "fc1 weight block size must be (num_experts_on_rank, inter_size * 2, hidden_size // ",
              "gated fc1 block scales are [E, align64(I)*2, align64(H)/64] int32 (128x4-swizzled, padded)",
              after="Expecting 6 quant scales for nvfp4 quantization"),
+        Fact("fi.cutlass.act_global_scalar_or_E", _BIND, "fc1 act global must be scalar or (num_experts_on_rank,)",
+             "the NVFP4 activation global scales (quant_scales[0], [3]) are 0-d or [E] fp32; a [1] tensor fails "
+             "for E > 1", after="Expecting 6 quant scales for nvfp4 quantization"),
+        Fact("fi.cutlass.inner_dim_16", _BIND, "mInnerDimMultiplier = 16;  // 16 FP4 -> 1 LONG",
+             "int64 weights hold 16 FP4 values per element: fc1 [E, 2I, H/16], fc2 [E, H, I/16] as int64"),
+        Fact("fi.cutlass.fc1_twice_fc2", _BIND, "fc1_expert_weights inter size must be 2 times fc2_expert_weights",
+             "gated fc1 has 2x the intermediate rows of fc2 ([up; gate] stacked)"),
         Fact("fi.cutlass.fc1_global_per_expert", _BIND, "fc1 global size must be (num_experts_on_rank,)",
              "the gemm1 dequant scale (alpha) is [E] fp32"),
         Fact("fi.cutlass.output_checked", _CORE, 'output, output_shape, output_dtype, input.device, "output"',

@@ -11,8 +11,9 @@ Argument packing (facts recorded with file:line in those JSON files):
 - ``token_selected_experts``: int32 [T, k]; ``token_final_scales``: fp32 [T, k];
 - ``fc1_expert_weights``: packed w31 = [up; gate] uint8 [E, 2I, H/2] viewed as int64 (int64 weights
   select the binding's NVFP4 path); ``fc2_expert_weights``: packed w2 uint8 [E, H, I/2] as int64;
-- ``quant_scales`` = [a1_gs (encode-side, 1/input_scale), w31 block scales 128x4-swizzled viewed
-  as int32, 1/(a1_gs * w13_gs_e) [E], a2_gs, w2 block scales swizzled as int32,
+- ``quant_scales`` = [a1_gs (encode-side, 1/input_scale; a 0-d fp32 tensor: the binding takes a
+  scalar or [E], a [1] tensor fails its check for E > 1), w31 block scales 128x4-swizzled viewed as
+  int32, 1/(a1_gs * w13_gs_e) [E], a2_gs (0-d), w2 block scales swizzled as int32,
   1/(a2_gs * w2_gs_e) [E]] (the GEMM alphas);
 - ``output``: the harness's poisoned bf16 [T, H] buffer (written in place; shape/dtype checked by
   FlashInfer).
@@ -42,10 +43,10 @@ def pack_cutlass_fused_moe_nvfp4(problem) -> dict:
     g13 = per_expert(problem.w13.global_scale, e)
     g2 = per_expert(problem.w2.global_scale, e)
     quant_scales = [
-        a1.reshape(1),
+        a1,  # 0-d: the binding takes a scalar or [E], not [1] (fact fi.cutlass.act_global_scalar_or_E)
         swizzled(w31_scale).view(torch.int32),
         1.0 / (a1 * g13),
-        a2.reshape(1),
+        a2,
         swizzled(problem.w2.linear_scale()).view(torch.int32),
         1.0 / (a2 * g2),
     ]
@@ -78,7 +79,8 @@ class FlashInferCutlass(AdapterBackend):
         calls=("flashinfer.fused_moe:cutlass_fused_moe",),
         facts=("fi.cutlass.nvfp4_is_int64_weights", "fi.cutlass.quant_scales_6", "fi.cutlass.quant_scales_order",
                "fi.cutlass.block_scales_int32", "fi.cutlass.fc1_block_shape", "fi.cutlass.fc1_global_per_expert",
-               "fi.cutlass.output_checked", "fi.cutlass.act_global_encode_side", "fi.cutlass.unified_scale_rows",
+               "fi.cutlass.output_checked", "fi.cutlass.act_global_encode_side", "fi.cutlass.act_global_scalar_or_E",
+               "fi.cutlass.inner_dim_16", "fi.cutlass.fc1_twice_fc2", "fi.cutlass.unified_scale_rows",
                "fi.cutlass.nvfp4_4over6_kwarg"),
         optional_facts=("fi.cutlass.nvfp4_4over6_kwarg", "fi.cutlass.unified_scale_rows"),
     )
