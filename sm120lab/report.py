@@ -150,7 +150,7 @@ def _environment_html(env: dict[str, Any]) -> str:
     rows.append(["nvcc", _e(", ".join(f"{n.get('version')} ({n.get('path')})" for n in nvccs) or "none found")])
     variables = env.get("env") or {}
     rows.append(["environment variables", _e(", ".join(f"{k}={v}" for k, v in variables.items()) or "none set")])
-    return _table(["", ""], rows)
+    return _table(["", "this run"], rows)
 
 
 def _answer_html(answer: list[dict[str, Any]]) -> str:
