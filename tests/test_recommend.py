@@ -209,6 +209,20 @@ def test_setup_defaults_and_bad_input():
         recommend.guide("rtx-pro-6000", model="llama")
 
 
+def test_every_rule_field_is_answered_by_the_data():
+    from sm120lab.recommend.facts import Facts, facts
+
+    known = facts()
+    names = set()
+    for it in _rules()["items"]:
+        texts = [it["why"]] + [o.get("why", "") for o in (it.get("per_gpu") or {}).values()]
+        for t in texts:
+            names |= set(re.findall(r"{(\w+)}", t))
+    assert names and names <= set(known), names - set(known)
+    assert not any("not recorded" in v for v in known.values())
+    assert Facts()["a_missing_name"] == "(not recorded)"
+
+
 def test_section_filters_by_topic():
     items = recommend.guide("rtx-pro-6000")
     arch = recommend.section(items, "archflags")
@@ -238,7 +252,7 @@ def test_show_and_markdown_render_every_item():
 def test_detect_gpu_and_here_notes():
     m = {"gpu": {"available": True, "name": "NVIDIA GeForce RTX 5090", "compute_capability": "12.0", "driver": "580.1"},
          "nvcc": [{"version": "12.8.93"}], "env": {"FLASHINFER_CUDA_ARCH_LIST": "12.0"},
-         "packages": {"flashinfer-python": "0.6.5", "vllm": None}}
+         "packages": {"flashinfer-python": "0.6.5", "vllm": None, "torch": "2.11.0"}}
     assert detect_gpu(m) == "rtx-5090"
     assert detect_gpu({"gpu": {"available": True, "name": "NVIDIA GB10", "compute_capability": "12.1"}}) == "dgx-spark"
     assert detect_gpu({"gpu": {"available": True, "name": "NVIDIA RTX PRO 6000 Blackwell", "compute_capability": "12.0"}}) \
@@ -248,7 +262,7 @@ def test_detect_gpu_and_here_notes():
     with pytest.raises(ValueError, match="no CUDA GPU"):
         detect_gpu({"gpu": {"available": False, "reason": "none"}})
     here = {it.id: it.here for it in recommend.guide("rtx-5090", machine=m)}
-    assert "too old" in here["toolkit"]
+    assert "too old" in here["toolkit"] and "torch 2.11.0" in here["toolkit"]
     assert "bare 12.x" in here["flashinfer-arch-list"]
     assert "below 0.6.7" in here["flashinfer-version"]
     assert here["vllm-version"] == "not installed"

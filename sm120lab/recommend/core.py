@@ -334,7 +334,7 @@ def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, 
             continue
         over = (r.get("per_gpu") or {}).get(g.value, {})
         source = over.get("source", r["source"])
-        why = over.get("why", r["why"]).format(**known)
+        why = over.get("why", r["why"]).format_map(known)
         if "compute" in r:
             value, extra = compute_value(r["compute"], g, setup, source)
             why = f"{why} {extra}".strip()

@@ -110,8 +110,8 @@ def arch_suffix_facts() -> dict[str, str]:
         d = _load(p)
         same = sum(u["identical"] for u in d["units"])
         out[key] = f"{same} of {len(d['units'])}"
-    d = _load(data_dir() / "arch_suffix" / ARCH_SUFFIX_FILE.format(version="0.6.5"))
-    env_lines = [u for u in d["python_uses"] if u.startswith("flashinfer/jit/env.py")]
+    p = data_dir() / "arch_suffix" / ARCH_SUFFIX_FILE.format(version="0.6.5")
+    env_lines = [u for u in _load(p)["python_uses"] if u.startswith("flashinfer/jit/env.py")] if p.exists() else []
     out["jit_cache_key"] = env_lines[0].split(": ", 1)[0] if env_lines else "flashinfer/jit/env.py"
     return out
 
@@ -162,19 +162,31 @@ def published_facts() -> dict[str, str]:
     return out
 
 
+class Facts(dict):
+    """The facts; a name whose data file is missing or unreadable reads "(not recorded)"."""
+
+    def __missing__(self, key: str) -> str:
+        return "(not recorded)"
+
+
 @lru_cache(maxsize=1)
 def _facts_cached(stamp: tuple) -> dict[str, str]:
+    import yaml
+
     out: dict[str, str] = {}
     for fn in (matrix_facts, smem_facts, seed_patch_facts, arch_suffix_facts, correctness_facts, aot_facts,
                published_facts):
-        out.update(fn())
+        try:
+            out.update(fn())
+        except (OSError, UnicodeDecodeError, KeyError, IndexError, ValueError, TypeError, yaml.YAMLError):
+            continue  # its names then read "(not recorded)"
     return out
 
 
-def facts() -> dict[str, str]:
+def facts() -> Facts:
     """Every ``{name}`` the rules may use, from the recorded data (cached per data-file mtimes)."""
-    files = sorted(p for p in data_dir().rglob("*.json") if "runs" not in p.parts)
-    return dict(_facts_cached(tuple((str(p), p.stat().st_mtime) for p in files)))
+    files = sorted(p for p in data_dir().rglob("*") if p.is_file() and "runs" not in p.parts)
+    return Facts(_facts_cached(tuple((str(p), p.stat().st_mtime) for p in files)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -314,6 +326,10 @@ def here_notes(machine: dict, gpu) -> dict[str, str]:
         notes["toolkit"] = f"nvcc {top}: " + ("ok" if top >= Version("12.9") else "too old for 120f / sm_121")
     else:
         notes["toolkit"] = "no nvcc found (FlashInfer's JIT needs one)"
+    torch_v = (machine.get("packages") or {}).get("torch")
+    cuda_rt = (machine.get("gpu") or {}).get("torch_cuda_runtime")
+    if torch_v:
+        notes["toolkit"] += f"; torch {torch_v}" + (f" (CUDA {cuda_rt} runtime)" if cuda_rt else "")
     env = machine.get("env") or {}
     for rid, var in (("flashinfer-arch-list", "FLASHINFER_CUDA_ARCH_LIST"), ("torch-arch-list", "TORCH_CUDA_ARCH_LIST")):
         val = env.get(var)
