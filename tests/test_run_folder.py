@@ -512,3 +512,27 @@ def test_archive_keeps_every_figure_the_html_and_whole_text(figure_run, tmp_path
     assert _tree(dest) == before
     assert main(["archive", str(d), "--dest", str(tmp_path / "archive"), "--overwrite"]) == 0
     assert not list((tmp_path / "archive").glob("*.partial")) and not list((tmp_path / "archive").glob("*.replaced"))
+
+
+def test_vanished_compile_cell_and_bench_figure_fail_unless_bench_is_informational(tmp_path):
+    a = write_run(tmp_path / "A", {"02_y": "ok"}, {"02_y": {"compile_matrix": {"p|13.0|sm_120f": "accepted"},
+                                                          "bench": BENCH}})
+    gone = write_run(tmp_path / "B", {"02_y": "ok"}, {"02_y": {"bench": BENCH}})
+    [cmp] = compare_many([a, gone])
+    assert [(c.kind, c.assessment) for c in cmp.regressions] == [("compile", Assessment.REGRESSION)]
+    assert compare_cli(str(a), str(gone))[0] == 1
+    slower = write_run(tmp_path / "C", {"02_y": "ok"}, {"02_y": {"compile_matrix": {"p|13.0|sm_120f": "accepted"},
+                                                               "bench": {"t": {**BENCH["t"], "value": 200.0}}}})
+    assert compare_cli(str(a), str(slower))[0] == 1
+    assert compare_cli(str(a), str(slower), "--bench-informational")[0] == 0
+    nan = write_run(tmp_path / "D", {"02_y": "ok"}, {"02_y": {"compile_matrix": {"p|13.0|sm_120f": "accepted"},
+                                                            "bench": {"t": {**BENCH["t"], "value": float("nan")}}}})
+    assert compare_cli(str(a), str(nan), "--bench-informational")[0] == 1  # a lost number is never informational
+
+
+def test_report_command_errors_are_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="^RUN: .*no summary.json"):
+        main(["report", str(tmp_path)])
+    bad = write_run(tmp_path / "B", {"01_a": "ok"}, {}, raw={"summary.json": b"[]"})
+    with pytest.raises(SystemExit, match="summary.json: expected a JSON object"):
+        main(["report", str(bad)])
