@@ -182,6 +182,8 @@ FACTS: dict[str, tuple[Fact, ...]] = {
              "compressed_tensors global scales are inverted; modelopt ones (weight_scale_2 = 1/gs) are used as is"),
         Fact("fi.sm12x.input_global_scale", _RUN, "must be a one-element FP32 tensor, got",
              "view keys w1_input_global_scale / w2_input_global_scale: one-element fp32 on the layer's device"),
+        Fact("fi.sm12x.cuda13", _RUN, 'raise ValueError("SM12x NVFP4 requires CUDA 13 or later.")',
+             "SM12x NVFP4 runners need CUDA 13 and the CuTe DSL package (import name cutlass), on SM120/SM121"),
         Fact("fi.sm12x.hidden_128", _RUN, "requires hidden_size % 128 == 0",
              "SM12x NVFP4 runners need hidden_size % 128 == 0"),
         Fact("fi.sm12x.inter_64", _RUN, "SM12x NVFP4 requires intermediate_size % 64 == 0",
@@ -591,8 +593,16 @@ def build_index(root: Path | None = None) -> dict:
         if path.name == "index.json":
             continue
         rec = json.loads(path.read_text())
+        check = rec.get("import_check")
+        if check:
+            agree = sum(v == "equal" for v in check["result"].values())
+            imported = f"{agree}/{len(check['result'])} signatures equal inspect.signature of the imported package"
+        else:
+            imported = "not run (read with ast only)"
         packages.setdefault(rec["dist"], {})[rec["version"]] = {
-            "record": f"data/api/{path.name}", "wheel": rec["wheel"], "sha256": rec["sha256"]}
+            "record": f"data/api/{path.name}", "wheel": rec["wheel"], "sha256": rec["sha256"],
+            "targets_found": sum(t["found"] for t in rec["targets"].values()), "targets": len(rec["targets"]),
+            "import_check": imported}
     adapters = {}
     for name, (module, claim) in adapter_claims().items():
         adapters[name] = {

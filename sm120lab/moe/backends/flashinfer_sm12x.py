@@ -102,7 +102,7 @@ def _claim(config: str) -> ApiClaim:
         calls=(f"flashinfer.fused_moe:{config}", f"flashinfer.fused_moe:{config}.prepare_weights", *_COMMON_CALLS),
         facts=("fi.moe.w1_up_gate", "fi.cutile.swaps_to_gate_up", "fi.cutile.dtypes", "fi.cutile.w2_global_shape",
                "fi.cutile.modelopt_decode_side", "fi.sm12x.input_global_scale", "fi.sm12x.hidden_128",
-               "fi.sm12x.inter_64", "fi.sm12x.backend_key", "fi.sm12x.backend_key_bf16"))
+               "fi.sm12x.inter_64", "fi.sm12x.backend_key", "fi.sm12x.backend_key_bf16", "fi.sm12x.cuda13"))
 
 
 class FlashInferSM12xW4A4(FlashInferSM12x):
