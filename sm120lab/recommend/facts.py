@@ -64,8 +64,8 @@ def smem_overflow(version: str, patched: bool = False, data: Path | None = None)
 
 
 def _count(o: dict) -> str:
-    sel = "" if o["selection"] in ("all", None) else f" {o['selection']}"
-    return f"{o['over']} of {o['total']}{sel} kernel types"
+    sel = "" if o["selection"] in ("all", None) else f" ({o['selection']})"
+    return f"{o['over']} of {o['total']} kernel types{sel}"
 
 
 def smem_facts() -> dict[str, str]:
@@ -159,6 +159,11 @@ def published_facts() -> dict[str, str]:
                 text += "; no correct output: " + ", ".join(bad)
             parts.append(text)
         out[f"published_{gpu.replace('-', '_')}"] = "; ".join(parts)
+    for r in rows:  # the seed's two FlashInfer CUTLASS builds, single user
+        if r["gpu"] == "rtx-pro-6000" and r["concurrency"] == "1" and r["backend"].startswith("FlashInfer CUTLASS 12"):
+            key = "seed_" + r["backend"].rsplit(" ", 1)[1]
+            rng = r["tok_s_low"] + (f"-{r['tok_s_high']}" if r["tok_s_high"] != r["tok_s_low"] else "")
+            out[key] = f"{rng} tok/s (CUDA {r['cuda']})"
     return out
 
 
