@@ -34,7 +34,7 @@ pytestmark = pytest.mark.network
 
 FI_OLD, FI_NEW, VLLM = "0.6.5", "0.7.4", "0.17.0"
 CUTE = "flashinfer/data/cutlass/python/CuTeDSL/"
-# the seed report's "Files Patched (Complete List)" (shared/research/seed-report.md)
+# the seed report's "Files Patched (Complete List)" (https://github.com/flashinfer-ai/flashinfer/issues/2723)
 SEED_FILES_FI = [
     "flashinfer/compilation_context.py", "flashinfer/jit/fused_moe.py",
     "flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu",
@@ -181,8 +181,8 @@ def test_evidence_lines_quote_the_real_files():
 
 # --- apply / revert -------------------------------------------------------------------------
 
-def test_apply_then_revert_is_byte_identical_and_apply_is_idempotent(fi_old, tmp_path):
-    rng = random.Random(os.urandom(8))
+def test_apply_then_revert_is_byte_identical_and_apply_is_idempotent(fi_old, tmp_path, seed):
+    rng = random.Random(seed)
     site = _copy_site(fi_old, tmp_path / "site")
     before = _hashes(site)
     tree = locate("flashinfer-python", "flashinfer", site)
@@ -220,8 +220,8 @@ def test_incremental_apply_keeps_the_first_backup(fi_old, tmp_path):
     assert _hashes(site) == before
 
 
-def test_tampered_file_is_refused(fi_old, tmp_path):
-    rng = random.Random(os.urandom(8))
+def test_tampered_file_is_refused(fi_old, tmp_path, seed):
+    rng = random.Random(seed)
     site = _copy_site(fi_old, tmp_path / "site")
     tree = locate("flashinfer-python", "flashinfer", site)
     specs = load_specs("flashinfer", tree.version)
@@ -289,8 +289,8 @@ _CRASHER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("trial", range(2))
-def test_power_cut_leaves_old_or_new_never_half(fi_old, tmp_path, trial):
-    rng = random.Random(os.urandom(8))
+def test_power_cut_leaves_old_or_new_never_half(fi_old, tmp_path, trial, seed):
+    rng = random.Random(seed)
     site = _copy_site(fi_old, tmp_path / "site")
     before = _hashes(site)
     tree = locate("flashinfer-python", "flashinfer", site)
@@ -393,8 +393,8 @@ def _needed_spec(tmp_path: Path, fi_old: Path, rng: random.Random) -> tuple[Path
     return d, pid, rel
 
 
-def test_default_apply_takes_exactly_the_needed_default_patches(fi_old, tmp_path, monkeypatch):
-    rng = random.Random(os.urandom(8))
+def test_default_apply_takes_exactly_the_needed_default_patches(fi_old, tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
     d, pid, rel = _needed_spec(tmp_path, fi_old, rng)
     monkeypatch.setenv("SM120LAB_PATCH_SPECS", str(d))
     site = _copy_site(fi_old, tmp_path / "site")
@@ -431,8 +431,8 @@ _REVERT_CRASHER = textwrap.dedent("""
 """)
 
 
-def test_power_cut_during_revert_then_revert_again(fi_old, tmp_path):
-    rng = random.Random(os.urandom(8))
+def test_power_cut_during_revert_then_revert_again(fi_old, tmp_path, seed):
+    rng = random.Random(seed)
     site = _copy_site(fi_old, tmp_path / "site")
     before = _hashes(site)
     tree = locate("flashinfer-python", "flashinfer", site)
@@ -547,7 +547,7 @@ def test_binary_manifest_is_refused(fi_old, tmp_path):
         engine.revert(tree, specs)
 
 
-@pytest.mark.parametrize("rel", ["../x", "/tmp/sm120lab-outside", "flashinfer/../../x", "flashinfer\\..\\x",
+@pytest.mark.parametrize("rel", ["../x", "/sm120lab-outside-abs", "flashinfer/../../x", "flashinfer\\..\\x",
                                  ".sm120lab-patches/flashinfer-python/manifest.json", "", "./flashinfer/__init__.py"])
 def test_manifest_path_outside_the_site_is_refused(fi_old, tmp_path, rel):
     site, tree, specs = _fresh(fi_old, tmp_path / "site")
@@ -562,7 +562,7 @@ def test_manifest_path_outside_the_site_is_refused(fi_old, tmp_path, rel):
     outside = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(engine.PatchError, match="not a relative path inside"):
         engine.revert(tree, specs)
-    assert sorted(p.name for p in tmp_path.iterdir()) == outside and not Path("/tmp/sm120lab-outside").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == outside and not Path("/sm120lab-outside-abs").exists()
 
 
 def _fail_on(monkeypatch, victim: str):
@@ -643,7 +643,7 @@ def test_kill_at_every_step_of_apply_and_revert_leaves_old_or_new_and_revert_rec
 
 _RELS = st.sampled_from([
     "flashinfer/jit/fused_moe.py", "flashinfer/compilation_context.py", "flashinfer/__init__.py",
-    "../x", "../../etc/passwd", "/tmp/sm120lab-abs", "flashinfer/../../x", "flashinfer/../x", "a\\b", "",
+    "../x", "../../etc/passwd", "/sm120lab-abs", "flashinfer/../../x", "flashinfer/../x", "a\\b", "",
     ".sm120lab-patches/flashinfer-python/manifest.json", "flashinfer//x", "./x", "nonexistent/file.py",
 ])
 _HEXES = st.one_of(st.text("0123456789abcdef", min_size=64, max_size=64), st.text(max_size=5), st.integers())
@@ -684,7 +684,7 @@ def test_random_manifests_never_traceback_escape_or_lose_a_backup(fi_old, tmp_pa
     except engine.PatchError as exc:
         assert str(exc)
     assert sorted(str(p) for p in base.rglob("*") if site not in p.parents and p != site) == outside
-    assert not Path("/tmp/sm120lab-abs").exists()
+    assert not Path("/sm120lab-abs").exists()
     for backup, data in backups.items():
         rel = backup.relative_to(engine.state_dir(tree) / "backup")
         assert backup.is_file() or (site / rel).read_bytes() == data, f"backup of {rel} lost while the file differs"
@@ -698,3 +698,14 @@ def test_cli_unwritable_json_is_one_line(fi_old, tmp_path, capsys):
         assert cli_main(["patch", "status", "--site", str(site), "--json", str(bad)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("--json: cannot write") and "\n" not in err
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\xff binary", b"package: [unclosed\n  - x: {", b"- a list\n"])
+def test_cli_bad_user_spec_file_is_one_line(tmp_path, monkeypatch, capsys, content):
+    d = tmp_path / "specs"
+    d.mkdir()
+    (d / "mine.yaml").write_bytes(content)
+    monkeypatch.setenv("SM120LAB_PATCH_SPECS", str(d))
+    assert cli_main(["patch", "status", "--site", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "mine.yaml" in err and len(err.splitlines()) == 1 and "Traceback" not in err

@@ -68,46 +68,46 @@ def compile_cell(tk: Toolkit, probe: Probe, target: Target, cuobjdump: str | Non
     cache_file = cache_root() / key[:2] / f"{key}.json"
     if use_cache and cache_file.is_file():
         try:
-            rec = json.loads(cache_file.read_text())
-            if rec.get("sass_read") or cuobjdump is None or rec.get("status") != "accepted":
-                rec["cached"] = True
-                if rec.get("error"):
-                    rec["error"] = first_error_line(rec["error"])
-                return rec
+            cell = json.loads(cache_file.read_text())
+            if cell.get("sass_read") or cuobjdump is None or cell.get("status") != "accepted":
+                cell["cached"] = True
+                if cell.get("error"):
+                    cell["error"] = first_error_line(cell["error"])
+                return cell
         except json.JSONDecodeError:
             pass
-    rec = {"probe": probe.name, "toolkit": tk.name, "toolkit_version": tk.version, "frontend": tk.frontend,
+    cell = {"probe": probe.name, "toolkit": tk.name, "toolkit_version": tk.version, "frontend": tk.frontend,
            "target": target.label, "arch": target.arch, "code": target.code, "flags": list(flags),
            "status": None, "stage": None, "error": None, "seconds": None, "sass": [], "stub": False,
            "feature_in_sass": False, "macros": {}, "sass_read": False, "n_instructions": None, "cached": False}
     t0 = time.perf_counter()
     fe = frontend_ptx(tk, full_source(probe), target.arch, list(flags))
     if not fe.ok:
-        rec.update(status=_classify(fe.log), stage="frontend", error=first_error_line(fe.log),
+        cell.update(status=_classify(fe.log), stage="frontend", error=first_error_line(fe.log),
                    seconds=round(time.perf_counter() - t0, 3))
     else:
         ptx = fe.output
-        rec["macros"] = macros_from_ptx(ptx)
-        rec["stub"] = "vprintf" in ptx
+        cell["macros"] = macros_from_ptx(ptx)
+        cell["stub"] = "vprintf" in ptx
         pa = ptxas(tk, ptx, target.code)
         if not pa.ok:
-            rec.update(status=_classify(pa.log), stage="ptxas", error=first_error_line(pa.log),
+            cell.update(status=_classify(pa.log), stage="ptxas", error=first_error_line(pa.log),
                        seconds=round(time.perf_counter() - t0, 3))
         else:
-            rec.update(status="accepted", seconds=round(time.perf_counter() - t0, 3))
+            cell.update(status="accepted", seconds=round(time.perf_counter() - t0, 3))
             if cuobjdump:
                 dis = disassemble(cuobjdump, pa.output)
                 if dis.ok:
                     ops = sass_opcodes(dis.output)
-                    rec["sass"] = evidence(probe, ops)
-                    rec["n_instructions"] = len(ops)
-                    rec["sass_read"] = True
-                    rec["has_vprintf_call"] = rec["stub"] and any(o.startswith("CALL") for o in ops)
-    rec["feature_in_sass"] = bool(rec["sass"])
-    if rec["status"] == "accepted" and probe.may_stub:
-        rec["stub"] = rec["stub"] and not rec["feature_in_sass"]
+                    cell["sass"] = evidence(probe, ops)
+                    cell["n_instructions"] = len(ops)
+                    cell["sass_read"] = True
+                    cell["has_vprintf_call"] = cell["stub"] and any(o.startswith("CALL") for o in ops)
+    cell["feature_in_sass"] = bool(cell["sass"])
+    if cell["status"] == "accepted" and probe.may_stub:
+        cell["stub"] = cell["stub"] and not cell["feature_in_sass"]
     elif probe.name != MACRO_PROBE and not probe.may_stub:
-        rec["stub"] = False
-    if use_cache and rec["status"] is not None:
-        write_json_atomic(cache_file, {k: v for k, v in rec.items() if k != "cached"})
-    return rec
+        cell["stub"] = False
+    if use_cache and cell["status"] is not None:
+        write_json_atomic(cache_file, {k: v for k, v in cell.items() if k != "cached"})
+    return cell

@@ -262,21 +262,21 @@ def run_gpu_probes(probes: list[str] | None = None, seed: int = 0) -> dict:
     gen = torch.Generator().manual_seed(seed)
     results = []
     for probe in chosen:
-        rec = {"probe": probe, "target": target}
+        result = {"probe": probe, "target": target}
         t0 = time.perf_counter()
         try:
             cubin, info = build(probe, target)
-            rec.update(info)
+            result.update(info)
             fn = drv.function(cubin, f"probe_{probe}")
             check = CHECKS.get(probe)
             if probe == "macros":
-                rec.update(check_macros(drv, fn, gen, info))
+                result.update(check_macros(drv, fn, gen, info))
             else:
-                rec.update(check(drv, fn, gen))
+                result.update(check(drv, fn, gen))
         except Exception as exc:  # recorded, not raised: one failing probe must not hide the others
-            rec.update(ok=False, error=f"{type(exc).__name__}: {exc}")
-        rec["seconds"] = round(time.perf_counter() - t0, 3)
-        results.append(rec)
+            result.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        result["seconds"] = round(time.perf_counter() - t0, 3)
+        results.append(result)
     return {"available": True, "device": torch.cuda.get_device_name(), "compute_capability": f"{cc[0]}.{cc[1]}",
             "seed": seed, "results": results}
 

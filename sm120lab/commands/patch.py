@@ -36,6 +36,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from ..patches import audit, engine
     from ..patches.site import SiteError, locate
@@ -51,7 +52,11 @@ def run(args) -> int:
     console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 150)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     package = normalize_package(args.package)
-    ranges = supported_ranges(package)
+    try:
+        ranges = supported_ranges(package)
+    except SpecError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return 2
     if not ranges:
         err.print(f"--package: no patch specs for {args.package!r}; expected flashinfer or vllm")
         return 2
@@ -63,7 +68,7 @@ def run(args) -> int:
         tree = locate(package, import_name, args.site)
         specs = load_specs(package, tree.version)
     except (SiteError, SpecError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     where = f"{tree.root}" + ("" if tree.installed else " (--site)")
     console.print(f"[bold]{package} {tree.version}[/bold] at {where}; specs: {', '.join(specs.sources)}")
@@ -83,7 +88,7 @@ def run(args) -> int:
         else:
             out = engine.revert(tree, specs, dry_run=args.dry_run)
     except (engine.PatchError, KeyError) as exc:
-        err.print(f"[red]refused:[/red] {exc.args[0] if exc.args else exc}")
+        err.print(f"[red]refused:[/red] {escape(str(exc.args[0] if exc.args else exc))}")
         return 1
     for note in out.notes:
         console.print(f"note: {note}", markup=False)

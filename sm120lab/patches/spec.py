@@ -122,7 +122,9 @@ def parse_spec_file(text: str, name: str) -> dict:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise SpecError(f"{name}: not valid YAML: {exc}") from exc
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        raise SpecError(f"{name}: not valid YAML{at}: {getattr(exc, 'problem', None) or type(exc).__name__}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{name}: expected a mapping at top level")
     package = _req(raw, "package", name)
@@ -203,7 +205,11 @@ def spec_texts() -> dict[str, str]:
         for f in sorted(d.glob("*.yaml")):
             if f.name in out:
                 raise SpecError(f"${EXTRA_SPECS_ENV}: {f} has the same name as a packaged spec file")
-            out[f.name] = f.read_text(encoding="utf-8")
+            try:
+                out[f.name] = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SpecError(f"${EXTRA_SPECS_ENV}: {f} is not a readable UTF-8 YAML spec file "
+                                f"({type(exc).__name__}); fix or remove it") from None
     return out
 
 

@@ -85,8 +85,8 @@ def _nvcc_toolkit(nvcc: Path, origin_kind: str) -> Toolkit | None:
 
 
 def _cache_toolkit(folder: Path) -> Toolkit | None:
-    nv = folder / "nvidia"
-    cu13 = nv / "cu13"
+    nvidia_dir = folder / "nvidia"
+    cu13 = nvidia_dir / "cu13"
     if (cu13 / "bin" / "nvcc").is_file():
         nvcc = cu13 / "bin" / "nvcc"
         version = tool_version(str(nvcc))
@@ -95,14 +95,14 @@ def _cache_toolkit(folder: Path) -> Toolkit | None:
         return Toolkit(name=toolkit_name(version), version=version, frontend="nvcc",
                        origin=f"sm120lab-cache:{folder}", ptxas=str(cu13 / "bin" / "ptxas"),
                        nvcc=str(nvcc), include_dirs=(str(cu13 / "include"),))
-    ptxas = nv / "cuda_nvcc" / "bin" / "ptxas"
-    libs = sorted((nv / "cuda_nvrtc" / "lib").glob("libnvrtc.so.*"))
+    ptxas = nvidia_dir / "cuda_nvcc" / "bin" / "ptxas"
+    libs = sorted((nvidia_dir / "cuda_nvrtc" / "lib").glob("libnvrtc.so.*"))
     if not ptxas.is_file() or not libs:
         return None
     version = tool_version(str(ptxas))
     if version is None:
         return None
-    includes = [nv / "cuda_runtime" / "include", nv / "cuda_cccl" / "include", nv / "cuda_nvcc" / "include"]
+    includes = [nvidia_dir / "cuda_runtime" / "include", nvidia_dir / "cuda_cccl" / "include", nvidia_dir / "cuda_nvcc" / "include"]
     return Toolkit(name=toolkit_name(version), version=version, frontend="nvrtc",
                    origin=f"sm120lab-cache:{folder}", ptxas=str(ptxas), nvrtc_lib=str(libs[0]),
                    include_dirs=tuple(str(p) for p in includes if p.is_dir()))
