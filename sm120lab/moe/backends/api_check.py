@@ -734,8 +734,11 @@ def main(argv: list[str] | None = None) -> int:
         result = crosscheck(rec)
         import platform
 
+        import torch
+
         rec["import_check"] = {"command": command_line("python -m sm120lab.moe.backends.api_check", argv_list),
-                               "python": platform.python_version(), "result": result}
+                               "python": platform.python_version(), "torch": str(torch.__version__),
+                               "cuda_available": bool(torch.cuda.is_available()), "result": result}
         _write(record_path(args.dist, args.version, args.out), rec)
         bad = {k: v for k, v in result.items() if v.startswith("differs")}
         print(f"{args.dist} {args.version}: {len(result) - len(bad)}/{len(result)} targets agree with the import")
