@@ -3,7 +3,6 @@ localized to the right experts/tokens; the sentinel catches untouched output."""
 
 import importlib
 import json
-import os
 
 import numpy as np
 import pytest
@@ -13,19 +12,16 @@ from sm120lab.moe import ROUTINGS, make_moe_problem
 from sm120lab.moe.backends import Backend, Needs, all_backends
 from sm120lab.moe.faults import FAULTS
 from sm120lab.moe.harness import check
-
-
-def _seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
+from sm120lab.moe.verdict import Verdict
 
 
 @pytest.mark.parametrize("routing", ROUTINGS)
-def test_correct_backends_pass_every_routing(routing):
-    seed = _seed()
+def test_correct_backends_pass_every_routing(routing, seed):
     p = make_moe_problem("tiny", routing=routing, seed=seed)
     res = check(p, ["reference", "emulated-w4a4", "torch-bf16"])
     msg = f"seed {seed}: {res.table()}"
-    assert {r.verdict for r in res.reports.values()} == {"correct"}, msg
+    assert {r.verdict for r in res.reports.values()} == {Verdict.CORRECT}, msg
+    assert all(r.flagged_tokens == [] and r.flagged_experts == [] for r in res.reports.values()), msg
     assert res.reports["reference"].diff.rel_fro == 0.0
     env = res.envelope
     assert 0 < env.e_a < env.garbage_rel and env.correct_rel < env.garbage_rel + 1e-12, msg
@@ -35,19 +31,17 @@ def test_correct_backends_pass_every_routing(routing):
 
 
 @pytest.mark.parametrize("routing", ROUTINGS)
-def test_planted_faults_caught_and_localized(routing):
-    seed = _seed()
+def test_planted_faults_caught_and_localized(routing, seed):
+    """Every planted fault: garbage, and exactly its experts AND its tokens flagged (every broken cell)."""
     p = make_moe_problem("tiny", routing=routing, seed=seed)
     faults = [cls() for cls in FAULTS]
     res = check(p, faults, keep_output=False)
     for f in faults:
         rep = res.reports[f.name]
         ctx = f"{f.name} routing={routing} seed={seed}: {rep.reasons}"
-        assert rep.verdict == "garbage", ctx
+        assert rep.verdict == Verdict.GARBAGE, ctx
         assert set(rep.flagged_experts) == f.expected_experts(p), ctx
-        tokens = f.expected_tokens(p)
-        if tokens is not None:
-            assert set(rep.flagged_tokens) == tokens, ctx
+        assert set(rep.flagged_tokens) == f.expected_tokens(p), ctx
 
 
 class _HalfWriter(Backend):
@@ -63,8 +57,8 @@ class _HalfWriter(Backend):
         out[:half] = ref[:half]
 
 
-def test_sentinel_catches_untouched_rows():
-    p = make_moe_problem("tiny", tokens=10, seed=_seed())
+def test_sentinel_catches_untouched_rows(seed):
+    p = make_moe_problem("tiny", tokens=10, seed=seed)
     rep = check(p, [_HalfWriter()]).reports["half-writer"]
     assert rep.verdict == "garbage"
     assert rep.diff.untouched == 5 * p.config.H
@@ -83,8 +77,8 @@ class _NeedsGpu(Backend):
     name, needs = "needs-gpu", Needs(device="cuda", capabilities=(12,))
 
 
-def test_errors_and_skips_are_one_line():
-    p = make_moe_problem("tiny", tokens=4, seed=_seed())
+def test_errors_and_skips_are_one_line(seed):
+    p = make_moe_problem("tiny", tokens=4, seed=seed)
     res = check(p, [_Raiser(), _NeedsGpu()])
     assert res.reports["raiser"].verdict == "error"
     assert res.reports["raiser"].reason == "RuntimeError: kernel launch failed"
@@ -106,20 +100,20 @@ def test_registry_lists_required_backends_and_cpu_skip_reasons():
 
 
 @pytest.mark.gpu
-def test_torch_bf16_on_gpu_small_preset():
-    p = make_moe_problem("small", tokens=64, seed=_seed(), device="cuda")
+def test_torch_bf16_on_gpu_small_preset(seed):
+    p = make_moe_problem("small", tokens=64, seed=seed, device="cuda")
     res = check(p, ["reference", "emulated-w4a4", "torch-bf16"])
     assert res.reports["torch-bf16"].verdict == "correct", res.table()
 
 
-def test_error_matrix_and_plots():
+def test_error_matrix_and_plots(seed):
     import matplotlib
 
     matplotlib.use("Agg")
     from sm120lab.moe.faults import ZeroedGroup
     from sm120lab.moe.plots import error_matrix, plot_expert_bars, plot_heatmap, plot_histograms
 
-    p = make_moe_problem("tiny", tokens=12, routing="sparse", seed=_seed())
+    p = make_moe_problem("tiny", tokens=12, routing="sparse", seed=seed)
     fault = ZeroedGroup()
     res = check(p, ["torch-bf16", fault])
     rep = res.reports[fault.name]
@@ -137,3 +131,93 @@ def test_error_matrix_and_plots():
         assert fig is not None and len(fig.axes) >= 1
     with pytest.raises(ValueError, match="kind"):
         error_matrix(rep, p.config.E, kind="abs")
+
+
+class _CellBug(Backend):
+    """The reference with chosen per-slot outputs altered (main run and probes alike), fp64."""
+
+    needs, out_dtype, numerics = Needs(), torch.float64, "exact"
+
+    def __init__(self, name, alter):
+        self.name, self.alter = name, alter
+
+    def run(self, problem, out):
+        from sm120lab.moe.reference import moe_reference_slots
+
+        slots = moe_reference_slots(problem.hidden, problem.topk_ids, problem.w13, problem.w2)
+        w = self.alter(problem, slots, problem.topk_weights.double().clone())
+        out.copy_((slots * w.unsqueeze(-1)).sum(1))
+
+
+def _experts_of(p, tokens):
+    return {int(e) for t in tokens for e in p.topk_ids[t].tolist()}
+
+
+def test_all_zero_output_row_flags_its_token(seed):
+    """An all-zero row has error exactly 1.0 vs the reference: it must still name its token."""
+    p = make_moe_problem("tiny", tokens=12, seed=seed, device="cpu")
+    t0 = seed % p.tokens
+
+    def zero_row(problem, slots, w):
+        slots[t0] = 0.0
+        return w
+
+    rep = check(p, [_CellBug("zero-row", zero_row)]).reports["zero-row"]
+    assert rep.verdict == Verdict.GARBAGE, rep.reasons
+    assert rep.flagged_tokens == [t0] and set(rep.flagged_experts) == _experts_of(p, [t0]), rep.reasons
+
+
+def test_one_broken_cell_flags_its_expert_and_its_token(seed):
+    """A fault in one (token, expert) cell, seen only in the per-slot probes' cells, names both."""
+    p = make_moe_problem("tiny", tokens=16, routing="zipf", seed=seed, device="cpu")
+    t0, j0 = seed % p.tokens, (seed // p.tokens) % p.config.k
+
+    def negate_cell(problem, slots, w):
+        slots[t0, j0] = -slots[t0, j0]
+        return w
+
+    rep = check(p, [_CellBug("one-cell", negate_cell)]).reports["one-cell"]
+    assert rep.verdict == Verdict.GARBAGE, rep.reasons
+    assert rep.flagged_experts == [int(p.topk_ids[t0, j0])], rep.reasons
+    assert rep.flagged_tokens == [t0], rep.reasons
+
+
+def test_mixing_error_at_top2_names_every_affected_token(seed):
+    """Routing weights applied to the wrong slot (top-k = 2) for some tokens: all of them named."""
+    p = make_moe_problem("tiny", tokens=24, seed=seed, device="cpu")
+    g = torch.Generator().manual_seed(seed)
+    mixed = sorted(torch.randperm(p.tokens, generator=g)[:5].tolist())
+
+    def swap_weights(problem, slots, w):
+        w[mixed] = w[mixed].flip(-1)
+        return w
+
+    rep = check(p, [_CellBug("mixed-weights", swap_weights)]).reports["mixed-weights"]
+    assert rep.verdict == Verdict.GARBAGE, rep.reasons
+    assert rep.flagged_tokens == mixed, rep.reasons
+    assert set(rep.flagged_experts) == _experts_of(p, mixed), rep.reasons
+
+
+def test_every_verdict_records_its_seed_and_replays(seed):
+    from sm120lab.cmdline import command_line
+
+    p = make_moe_problem("tiny", tokens=9, routing="hot", seed=seed, device="cpu").take_tokens(5)
+    res = check(p, ["reference", "torch-bf16"])
+    doc = res.to_json()
+    assert doc["problem"]["seed"] == seed and {b["seed"] for b in doc["backends"]} == {seed}
+    assert {row["seed"] for row in res.table()} == {seed}
+    assert doc["replay"] == command_line("sm120lab", ["check", "--preset", "tiny", "--routing", "hot", "--seed",
+                                                      str(seed), "--device", "cpu", "--tokens", "9",
+                                                      "--take-tokens", "5"])
+    again = make_moe_problem("tiny", tokens=9, routing="hot", seed=seed, device="cpu").take_tokens(5)
+    assert torch.equal(again.hidden, p.hidden) and torch.equal(again.topk_ids, p.topk_ids)
+
+
+def test_default_device_is_the_gpu_when_there_is_one(monkeypatch):
+    from sm120lab.moe.harness import default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device() == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device() == "cpu"
+    assert make_moe_problem("tiny", tokens=2, device=None).device.type == "cpu"

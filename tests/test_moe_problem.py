@@ -1,7 +1,5 @@
 """MoE problems and the exact reference (issue 4): properties on fresh random problems."""
 
-import os
-
 import pytest
 import torch
 
@@ -9,13 +7,8 @@ from sm120lab.moe import PRESETS, ROUTINGS, make_moe_problem, moe_reference, moe
 from sm120lab.nvfp4 import dequantize_nvfp4
 
 
-def _seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 @pytest.mark.parametrize("routing", ROUTINGS)
-def test_problem_shapes_and_routing(routing):
-    seed = _seed()
+def test_problem_shapes_and_routing(routing, seed):
     p = make_moe_problem("tiny", routing=routing, seed=seed)
     c = p.config
     t = 1 if routing == "single" else c.default_tokens
@@ -67,8 +60,7 @@ def _naive(p):
 
 
 @pytest.mark.parametrize("routing", ["uniform", "hot", "single"])
-def test_reference_matches_naive_loop(routing):
-    seed = _seed()
+def test_reference_matches_naive_loop(routing, seed):
     p = make_moe_problem("tiny", tokens=None if routing == "single" else 12, routing=routing, seed=seed)
     ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2)
     torch.testing.assert_close(ref, _naive(p), rtol=1e-12, atol=1e-14, msg=f"seed {seed}")
@@ -76,8 +68,7 @@ def test_reference_matches_naive_loop(routing):
     assert torch.equal(ref, moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13_swizzled, p.w2_swizzled))
 
 
-def test_reference_is_linear_in_routing_weights():
-    seed = _seed()
+def test_reference_is_linear_in_routing_weights(seed):
     p = make_moe_problem("tiny", tokens=16, seed=seed)
     slots = moe_reference_slots(p.hidden, p.topk_ids, p.w13, p.w2)
     w = torch.rand(p.topk_weights.shape, generator=torch.Generator().manual_seed(seed))
@@ -86,8 +77,8 @@ def test_reference_is_linear_in_routing_weights():
     torch.testing.assert_close(moe_reference(p.hidden, p.topk_ids, 2 * w, p.w13, p.w2), 2 * ref, rtol=1e-13, atol=1e-15)
 
 
-def test_reference_rejects_bad_routing():
-    p = make_moe_problem("tiny", tokens=4, seed=_seed())
+def test_reference_rejects_bad_routing(seed):
+    p = make_moe_problem("tiny", tokens=4, seed=seed)
     bad = p.topk_ids.clone()
     bad[0, 0] = p.config.E
     with pytest.raises(ValueError, match="topk_ids"):
@@ -96,8 +87,8 @@ def test_reference_rejects_bad_routing():
         moe_reference(p.hidden, p.topk_ids, p.topk_weights[:, :1], p.w13, p.w2)
 
 
-def test_take_tokens_recalibrates():
-    p = make_moe_problem("tiny", tokens=20, seed=_seed())
+def test_take_tokens_recalibrates(seed):
+    p = make_moe_problem("tiny", tokens=20, seed=seed)
     q = p.take_tokens(3)
     assert q.tokens == 3 and torch.equal(q.topk_ids, p.topk_ids[:3])
     assert float(q.a1_gscale) == pytest.approx(448 * 6 / float(q.hidden.float().abs().max()), rel=1e-6)
@@ -109,3 +100,49 @@ def test_presets_from_landscape():
     q = PRESETS["qwen3.5-397b-a17b"]
     assert (q.E, q.k, q.H, q.I) == (512, 10, 4096, 1024)
     assert {"qwen3-next-80b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny"} <= set(PRESETS)
+
+
+def test_one_forward_builds_reference_calibration_and_envelope(seed):
+    """The reference, the a2 calibration and the unquantized forward are grouped_moe_forward itself."""
+    from sm120lab.moe.envelope import unquantized_reference_slots
+    from sm120lab.moe.grouping import grouped_moe_forward
+    from sm120lab.moe.problem import intermediate_amax
+    from sm120lab.moe.reference import dequantize_expert
+
+    p = make_moe_problem("tiny", tokens=10, routing="zipf", seed=seed)
+    f64 = torch.float64
+    slots = grouped_moe_forward(p.hidden.to(f64), p.topk_ids, None, p.config.E,
+                                lambda e: dequantize_expert(p.w13, e, f64), lambda e: dequantize_expert(p.w2, e, f64),
+                                per_slot=True)
+    assert torch.equal(slots, moe_reference_slots(p.hidden, p.topk_ids, p.w13, p.w2))
+    # the grouped combine (index_add_ in sorted-row order) equals the weighted sum of the slots to rounding
+    combined = grouped_moe_forward(p.hidden.to(f64), p.topk_ids, p.topk_weights, p.config.E,
+                                   lambda e: dequantize_expert(p.w13, e, f64), lambda e: dequantize_expert(p.w2, e, f64))
+    torch.testing.assert_close(combined, moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2),
+                               rtol=1e-12, atol=1e-14)
+    # a2 = 448*6 / amax(bf16(SiLU(gate)*up)): the naive per-token intermediate gives the same amax
+    w13 = dequantize_nvfp4(p.w13, dtype=f64)
+    i = p.config.I
+    acts = [torch.nn.functional.silu(w13[e, :i] @ p.hidden[t].double()) * (w13[e, i:] @ p.hidden[t].double())
+            for t in range(p.tokens) for e in p.topk_ids[t].tolist()]
+    amax = float(torch.stack(acts).to(torch.bfloat16).float().abs().max())
+    assert intermediate_amax(p.hidden, p.topk_ids, p.w13, p.w2, f64) == amax
+    assert float(p.a2_gscale) == pytest.approx(448 * 6 / amax, rel=1e-6)
+    # the unquantized-weight forward of the envelope, one cell by hand
+    unq = unquantized_reference_slots(p, f64)
+    t, j = seed % p.tokens, seed % p.config.k
+    e = int(p.topk_ids[t, j])
+    g_u = p.w13_bf16[e].double() @ p.hidden[t].double()
+    torch.testing.assert_close(unq[t, j], p.w2_bf16[e].double() @ (torch.nn.functional.silu(g_u[:i]) * g_u[i:]),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_problem_from_weights_is_calibrated_and_not_replayable(seed):
+    from sm120lab.moe.problem import problem_from_weights
+
+    p = make_moe_problem("tiny", tokens=6, seed=seed)
+    q = problem_from_weights(p.config, p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, seed=seed)
+    assert float(q.a1_gscale) == float(p.a1_gscale) and float(q.a2_gscale) == float(p.a2_gscale)
+    assert q.describe()["replayable"] is False
+    with pytest.raises(ValueError, match="linear"):
+        problem_from_weights(p.config, p.hidden, p.topk_ids, p.topk_weights, p.w13_swizzled, p.w2, seed=seed)

@@ -1,7 +1,6 @@
 """Quantizer byte diff verdicts, FlashInfer/vLLM argument packing (pure torch), and the CLI."""
 
 import json
-import os
 
 import pytest
 import torch
@@ -13,12 +12,8 @@ from sm120lab.moe.quantizer_diff import compare_nvfp4_bytes, diff_quantizer, fla
 from sm120lab.nvfp4 import NVFP4Tensor, dequantize_nvfp4, quantize_nvfp4, unswizzle_scales_128x4
 
 
-def _gen():
-    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-
-
-def _x(m=48, k=256):
-    return (torch.randn(m, k, generator=_gen()) * 3).to(torch.bfloat16)
+def _x(seed, m=48, k=256):
+    return (torch.randn(m, k, generator=torch.Generator().manual_seed(seed)) * 3).to(torch.bfloat16)
 
 
 def _gs(x):
@@ -26,8 +21,8 @@ def _gs(x):
 
 
 @pytest.mark.parametrize("layout", ["linear", "swizzled"])
-def test_exact_quantizer_is_correct(layout):
-    x = _x()
+def test_exact_quantizer_is_correct(layout, seed):
+    x = _x(seed)
 
     def ours(a, g):
         q = quantize_nvfp4(a, g.reshape(()), scale_layout=layout)
@@ -38,9 +33,9 @@ def test_exact_quantizer_is_correct(layout):
 
 
 @pytest.mark.parametrize("layout", ["linear", "swizzled"])
-def test_unwritten_output_is_silent_garbage(layout):
+def test_unwritten_output_is_silent_garbage(layout, seed):
     """What FlashInfer 0.6.5 fp4_quantize does on SM90: returns, bytes wrong (here: zeros)."""
-    x = _x()
+    x = _x(seed)
     ref = quantize_nvfp4(x, _gs(x).reshape(()), scale_layout=layout)
     res = diff_quantizer(lambda a, g: (torch.zeros_like(ref.data), torch.zeros_like(ref.scale)), x, _gs(x),
                          layout=layout, name="zeros")
@@ -49,13 +44,13 @@ def test_unwritten_output_is_silent_garbage(layout):
         assert res.scale_match < 0.05
 
 
-def test_one_step_rounding_difference_is_degraded():
-    x = _x(128, 256)
+def test_one_step_rounding_difference_is_degraded(seed):
+    x = _x(seed, 128, 256)
     q = quantize_nvfp4(x, _gs(x).reshape(()))
     codes = q.codes().clone()
     # move one code with magnitude 1..6 one step (same sign): a rounding-mode difference
     candidates = torch.nonzero(((codes & 7) > 0) & ((codes & 7) < 7))
-    row, idx = (int(v) for v in candidates[torch.randint(len(candidates), (1,), generator=_gen())[0]])
+    row, idx = (int(v) for v in candidates[torch.randint(len(candidates), (1,), generator=torch.Generator().manual_seed(seed))[0]])
     codes[row, idx] += 1
     packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
     res = compare_nvfp4_bytes(packed, q.scale, q.data, q.scale)
@@ -65,17 +60,17 @@ def test_one_step_rounding_difference_is_degraded():
     assert compare_nvfp4_bytes(packed, q.scale, q.data, q.scale).verdict == "garbage"
 
 
-def test_size_mismatch_is_garbage_and_flashinfer_skips_on_cpu():
-    x = _x()
+def test_size_mismatch_is_garbage_and_flashinfer_skips_on_cpu(seed):
+    x = _x(seed)
     q = quantize_nvfp4(x)
     assert compare_nvfp4_bytes(q.data[:-1], q.scale, q.data, q.scale).verdict == "garbage"
     (res,) = flashinfer_fp4_quantize_diffs(x)
     assert res.status == "skipped" and res.reason
 
 
-def test_cutlass_fused_moe_packing_round_trips():
+def test_cutlass_fused_moe_packing_round_trips(seed):
     """The packed tensors decode back to our weights: w31 order, swizzled int32 scales, alphas."""
-    p = make_moe_problem("tiny", tokens=8, seed=int.from_bytes(os.urandom(4), "little"))
+    p = make_moe_problem("tiny", tokens=8, seed=seed)
     kw = pack_cutlass_fused_moe_nvfp4(p)
     c = p.config
     fc1, fc2 = kw["fc1_expert_weights"], kw["fc2_expert_weights"]

@@ -1,27 +1,46 @@
 """``sm120lab check``: diff every MoE backend against the exact reference on one problem.
 
-Exit status 1 if any backend is ``garbage`` (2 for bad arguments), else 0. ``--faults`` adds the
-planted faulty backends (their garbage then does not count towards the exit status).
+Exit status:
+  0  every backend that ran is correct or degraded
+  1  a backend is garbage, a backend crashed (verdict ``error``), every requested backend was
+     skipped (accept that with ``--allow-skips``), or, with ``--faults``, a required planted
+     fault was not caught and localized (the faults' own garbage is expected and does not count)
+  2  bad arguments (one line naming the argument)
+
+``--sweep N`` runs the false-alarm sweep instead (``sm120lab.moe.sweep``): N problems per preset
+(``--preset a,b``) and routing family (``--routing all`` or a comma list), correct-but-different
+backends and planted faults; exit 1 on any false ``garbage`` or a required fault not localized.
+The problem is drawn on the GPU when torch sees one (``--device`` overrides); every report carries
+the problem's seed and a command that redraws it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("check", help="diff MoE backends against the exact NVFP4 reference",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="tiny", help="MoE shape preset (default tiny; see --list)")
+    p.add_argument("--preset", default="tiny", help="MoE shape preset (default tiny; see --list); "
+                                                    "with --sweep a comma list")
     p.add_argument("--tokens", type=int, default=None, help="tokens T (default: the preset's)")
-    p.add_argument("--routing", default="uniform", help="uniform | zipf | hot | sparse | single")
+    p.add_argument("--take-tokens", type=int, default=None, metavar="N",
+                   help="use the first N of the drawn tokens (how recorded multi-T runs were made)")
+    p.add_argument("--routing", default="uniform", help="uniform | zipf | hot | sparse | single "
+                                                        "(with --sweep: 'all' or a comma list, mostly-empty too)")
     p.add_argument("--backend", action="append", default=None, metavar="NAME",
                    help="backend to run (repeatable; default: all registered)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="problem seed (with --sweep: the first seed)")
     p.add_argument("--device", default=None, choices=["cpu", "cuda"], help="default: cuda if available")
     p.add_argument("--no-probes", action="store_true", help="skip the per-slot probes (no per-expert attribution)")
     p.add_argument("--faults", action="store_true", help="also run the planted faulty backends")
+    p.add_argument("--allow-skips", action="store_true", help="exit 0 even when every requested backend was skipped")
+    p.add_argument("--sweep", type=int, default=None, metavar="N",
+                   help="run the false-alarm sweep with N problems per preset and routing family")
     p.add_argument("--json", default=None, metavar="FILE", help="write the full report (with envinfo) here")
     p.add_argument("--list", action="store_true", help="list presets, routings and backends, then exit")
     p.set_defaults(func=run)
@@ -33,11 +52,71 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _json_target(path: str | None) -> Path | None:
+    """Refuse an unwritable ``--json`` before the run (one line), not after it."""
+    if path is None:
+        return None
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise SystemExit(f"--json: expected a file path, got the directory {path!r}")
+    if not parent.is_dir():
+        raise SystemExit(f"--json: expected a file in an existing directory, but {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise SystemExit(f"--json: {path!r} is not writable (permission denied)")
+    return target
+
+
+def _write_json(target: Path, payload: dict, args) -> None:
+    from sm120lab.atomic_io import write_json_atomic
+    from sm120lab.cmdline import command_line
+    from sm120lab.envinfo import collect
+
+    payload["command"] = command_line("sm120lab", getattr(args, "argv", sys.argv[1:]))
+    payload["env"] = collect()
+    try:
+        write_json_atomic(target, payload)
+    except OSError as exc:
+        raise SystemExit(f"--json: could not write {str(target)!r}: {exc.strerror or exc}") from None
+    print(f"wrote {target}")
+
+
+def _run_sweep(args, device: str, target: Path | None) -> int:
+    from tqdm.auto import tqdm
+
+    from sm120lab.moe.sweep import FAMILIES, false_alarm_sweep
+
+    if args.sweep < 1:
+        raise SystemExit(f"--sweep: expected a positive number of problems, got {args.sweep}")
+    presets = [p for p in args.preset.split(",") if p]
+    families = list(FAMILIES) if args.routing == "all" else [r for r in args.routing.split(",") if r]
+    try:
+        rec = false_alarm_sweep(presets, families, args.sweep, args.seed, device,
+                                progress=lambda xs: tqdm(xs, desc="sweep", unit="problem", file=sys.stderr))
+    except ValueError as exc:
+        print(f"bad arguments: {exc}", file=sys.stderr)
+        return 2
+    tot = rec["totals"]
+    print(f"false-alarm sweep: {tot['problems']} problems ({', '.join(presets)} x {', '.join(families)}, "
+          f"{args.sweep} each, seeds {args.seed}..{args.seed + args.sweep - 1}, {device})")
+    for name, counts in tot["verdicts"].items():
+        print(f"  {name:32s} " + " ".join(f"{v}={n}" for v, n in sorted(counts.items())))
+    print(f"false garbage: {tot['false_garbage']}; required faults not caught and localized: "
+          f"{tot['required_faults_not_localized']}")
+    for f in rec["failures"][:10]:
+        print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
+    if target is not None:
+        _write_json(target, rec, args)
+    return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
+
+
 def run(args) -> int:
     import torch
 
     from sm120lab.moe import PRESETS, ROUTINGS, make_moe_problem
     from sm120lab.moe.backends import all_backends
+    from sm120lab.moe.harness import default_device
+    from sm120lab.moe.verdict import Verdict
 
     if args.list:
         print("presets:  " + ", ".join(f"{n} (E={c.E}, k={c.k}, H={c.H}, I={c.I})" for n, c in PRESETS.items()))
@@ -45,10 +124,13 @@ def run(args) -> int:
         for name, b in all_backends().items():
             print(f"backend:  {name:24s} {b.summary}")
         return 0
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = args.device or default_device()
     if device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: torch sees no CUDA device", file=sys.stderr)
         return 2
+    target = _json_target(args.json)
+    if args.sweep is not None:
+        return _run_sweep(args, device, target)
     names = args.backend
     known = all_backends()
     if names:
@@ -58,51 +140,60 @@ def run(args) -> int:
             return 2
     try:
         problem = make_moe_problem(args.preset, tokens=args.tokens, routing=args.routing, seed=args.seed, device=device)
+        if args.take_tokens is not None:
+            problem = problem.take_tokens(args.take_tokens)
     except (ValueError, TypeError) as exc:
         print(f"bad arguments: {exc}", file=sys.stderr)
         return 2
     from tqdm.auto import tqdm
 
-    from sm120lab.moe.harness import check
-    from sm120lab.moe.verdict import DEV_CORRECT, DEV_GARBAGE
+    from sm120lab.moe.harness import check, replay_command
 
-    backends = list(names) if names else list(known)
-    fault_names: set[str] = set()
+    backends = [known[n] for n in (names or known)]
+    requested = {b.name for b in backends}
+    faults = []
     if args.faults:
-        from sm120lab.moe.faults import all_faults
+        from sm120lab.moe.faults import FAULTS, all_faults
 
         faults = all_faults()
-        fault_names = {f.name for f in faults}
-        backends = [known[n] for n in backends] + faults
+        required = {cls.name for cls in FAULTS}
+        backends = backends + faults
     result = check(problem, backends, probes=not args.no_probes, keep_output=False,
                    progress=lambda xs: tqdm(xs, desc="backends", unit="backend", file=sys.stderr))
     env = result.envelope
     print(f"problem: {problem.describe()}")
+    print(f"replay:  {replay_command(problem)}")
     print(f"envelope: e_a={_fmt(env.e_a)} e_w={_fmt(env.e_w)} correct<={_fmt(env.correct_rel)} "
-          f"garbage>{_fmt(env.garbage_rel)} (cells: deviation from expected numerics correct<={DEV_CORRECT} "
-          f"garbage>{DEV_GARBAGE})")
+          f"garbage>{_fmt(env.garbage_rel)} (cells: deviation from the nearest expected output correct<="
+          f"{env.dev_correct} garbage>{env.dev_garbage}; worst weight-only cell deviation {_fmt(env.cell_w_dev)})")
     for rep in result.reports.values():
         tag = "" if rep.verified else " [unverified on SM120 hardware]"
         if rep.diff is None:
-            print(f"  {rep.name:28s} {rep.verdict:8s} {rep.reason}{tag}")
+            print(f"  {rep.name:28s} {rep.verdict!s:8s} {rep.reason}{tag}")
             continue
         d = rep.diff
-        print(f"  {rep.name:28s} {rep.verdict:8s} rel={_fmt(d.rel_fro)} cos={d.cosine:.5f} max_abs={_fmt(d.max_abs)} "
+        print(f"  {rep.name:28s} {rep.verdict!s:8s} rel={_fmt(d.rel_fro)} cos={d.cosine:.5f} max_abs={_fmt(d.max_abs)} "
               f"nan={d.nan} untouched={d.untouched} zero_rows={len(d.zero_rows)}{tag}")
-        if rep.verdict != "correct":
+        if rep.verdict != Verdict.CORRECT:
             for reason in rep.reasons:
                 print(f"      - {reason}")
-    if args.json:
-        from sm120lab.atomic_io import write_json_atomic
-        from sm120lab.envinfo import collect
-
-        payload = result.to_json()
-        payload["command"] = "sm120lab check " + " ".join(sys.argv[2:] if len(sys.argv) > 1 else [])
-        payload["env"] = collect()
-        write_json_atomic(args.json, payload)
-        print(f"wrote {args.json}")
-    garbage = [r.name for r in result.reports.values() if r.verdict == "garbage" and r.name not in fault_names]
+    if target is not None:
+        _write_json(target, result.to_json(), args)
+    reports = result.reports.values()
+    failed = []
+    garbage = [r.name for r in reports if r.verdict == Verdict.GARBAGE and r.name in requested]
     if garbage:
-        print(f"GARBAGE: {', '.join(garbage)}", file=sys.stderr)
-        return 1
-    return 0
+        failed.append(f"GARBAGE: {', '.join(garbage)}")
+    crashed = [r.name for r in reports if r.verdict == Verdict.ERROR]
+    if crashed:
+        failed.append(f"ERROR (backend crashed): {', '.join(crashed)}")
+    if all(result.reports[n].verdict == Verdict.SKIPPED for n in requested) and not args.allow_skips:
+        failed.append(f"SKIPPED: every requested backend was skipped ({', '.join(sorted(requested))}); "
+                      "pass --allow-skips to accept that")
+    if faults:
+        missed = [f.name for f in faults if f.name in required and result.reports[f.name].verdict != Verdict.GARBAGE]
+        if missed:
+            failed.append(f"MISSED planted fault(s): {', '.join(missed)}")
+    for line in failed:
+        print(line, file=sys.stderr)
+    return 1 if failed else 0

@@ -18,8 +18,11 @@ Global limits (relative Frobenius error of the whole output vs the reference):
 
 Per (token, expert) cell the band is not usable: W4A4 noise is heavy-tailed per cell
 (``cell_a``/``cell_w``, the worst cells, reach ~1 on small shapes). Cells are therefore judged by
-their deviation from the backend's expected numerics (:mod:`.metrics` ``dev``), with the fixed
-limits of :mod:`.verdict`; ``cell_a``/``cell_w`` are kept for the record.
+their deviation from the nearest of two expected outputs (:mod:`.verdict`): the backend's expected
+numerics (:mod:`.metrics` ``dev``) and, per problem, the unquantized-weight forward computed here
+(``dev_alt``), whose floored distance from the reference, ``cell_w_dev`` per cell (recorded: its
+maximum), is how far a correct backend with more precise weights than NVFP4 (FP8, bf16) may sit
+from the NVFP4 reference in that cell. ``dev_correct``/``dev_garbage`` record the limits used.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+
+from .grouping import grouped_moe_forward
+from .metrics import DEV_FLOOR, cell_rel
+from .verdict import DEV_CORRECT, DEV_GARBAGE
 
 __all__ = ["Envelope", "make_envelope", "unquantized_reference_slots"]
 
@@ -42,6 +49,9 @@ class Envelope:
     correct_rel: float
     garbage_rel: float
     garbage_cosine: float
+    cell_w_dev: float | None = None
+    dev_correct: float = DEV_CORRECT
+    dev_garbage: float = DEV_GARBAGE
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -51,17 +61,9 @@ def unquantized_reference_slots(problem, dtype: torch.dtype) -> torch.Tensor | N
     """Per-slot expert outputs [T, k, H] with the unquantized (bf16) weights; None if not kept."""
     if problem.w13_bf16 is None or problem.w2_bf16 is None:
         return None
-    t, k = problem.topk_ids.shape
-    inter = problem.config.I
-    x = problem.hidden.to(dtype)
-    flat = problem.topk_ids.reshape(-1)
-    out = torch.zeros(t * k, problem.config.H, dtype=dtype, device=x.device)
-    for e in torch.unique(flat).tolist():
-        rows = torch.nonzero(flat == e).squeeze(1)
-        g_u = x[rows // k] @ problem.w13_bf16[e].to(dtype).T
-        act = torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]
-        out[rows] = act @ problem.w2_bf16[e].to(dtype).T
-    return out.reshape(t, k, -1)
+    return grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
+                               lambda e: problem.w13_bf16[e].to(dtype), lambda e: problem.w2_bf16[e].to(dtype),
+                               per_slot=True)
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -75,8 +77,16 @@ def _cell_max(slots: torch.Tensor, ref_slots: torch.Tensor) -> float:
     return float(torch.sqrt(num[ok] / den[ok]).max()) if bool(ok.any()) else 0.0
 
 
-def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: torch.Tensor) -> Envelope:
-    """Band from the emulated-w4a4 run (a harness report) and the weight-only error on ``problem``."""
+_COMPUTE = object()
+
+
+def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: torch.Tensor,
+                  unq_slots=_COMPUTE) -> Envelope:
+    """Band from the emulated-w4a4 run (a harness report) and the weight-only error on ``problem``.
+
+    ``unq_slots``: :func:`unquantized_reference_slots` if the caller already has it (None: no
+    unquantized weights).
+    """
     e_a = float(emulated_report.diff.rel_fro)
     if not np.isfinite(e_a):
         raise ValueError("emulated-w4a4 produced non-finite output; the envelope cannot be set")
@@ -85,13 +95,18 @@ def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: to
     cell_a = float(fin.max()) if fin.size else e_a
     per_exp = emulated_report.per_expert
     expert_a = float(np.nanmax(per_exp)) if per_exp is not None and np.isfinite(per_exp).any() else e_a
-    unq = unquantized_reference_slots(problem, ref_slots.dtype)
-    e_w = cell_w = None
+    unq = unquantized_reference_slots(problem, ref_slots.dtype) if unq_slots is _COMPUTE else unq_slots
+    e_w = cell_w = cell_w_dev = None
     if unq is not None:
         w = problem.topk_weights.to(unq.dtype).unsqueeze(-1)
         e_w = _rel((unq * w).sum(1), ref_out)
         cell_w = _cell_max(unq, ref_slots)
+        num = ((unq.double() - ref_slots.double()) ** 2).sum(-1).cpu().numpy()
+        den = (ref_slots.double() ** 2).sum(-1).cpu().numpy()
+        dev_w = cell_rel(num, den, problem.topk_ids.cpu().numpy(), floor=DEV_FLOOR)
+        cell_w_dev = float(dev_w.max()) if dev_w.size else 0.0
     base = e_a + (e_w if e_w is not None else e_a)
     garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 1.25 * e_a)
     return Envelope(e_a=e_a, e_w=e_w, cell_a=cell_a, cell_w=cell_w, expert_a=expert_a, correct_rel=1.5 * e_a,
-                    garbage_rel=garbage_rel, garbage_cosine=min(0.9, 1.0 / float(np.sqrt(1.0 + garbage_rel ** 2))))
+                    garbage_rel=garbage_rel, garbage_cosine=min(0.9, 1.0 / float(np.sqrt(1.0 + garbage_rel ** 2))),
+                    cell_w_dev=cell_w_dev)

@@ -3,13 +3,16 @@
 They run the exact grouped forward of :mod:`.grouping` (dequantized NVFP4 weights, 16-bit-free
 fp64/fp32 math) with one deliberate bug, so a healthy expert's error is ~0 and the harness must
 both catch the fault (verdict ``garbage``) and localize it (``flagged_experts``/``flagged_tokens``)
-to what :meth:`FaultyBackend.expected_experts` / ``expected_tokens`` say. The tests and notebook 03
+to exactly what :meth:`FaultyBackend.expected_experts` / ``expected_tokens`` say (the tokens whose
+(token, expert) cells the fault breaks). The tests and notebook 03
 use them; they are not in the default registry (:func:`register_faults` adds them).
 
 Faults: swapped experts (an expert-id map bug), one expert's group zeroed, linear block scales read
-as 128x4-swizzled (the seed report's failure class), per-expert global scales ignored, weights read
-in the wrong major order (transposed), an off-by-one group offset, a kernel that writes zeros, NaN in
-one token's row; and (in ``SUBTLE_FAULTS``) gate/up (w1/w3) halves swapped.
+as 128x4-swizzled (a scale-layout mix-up: nothing crashes, every expert is wrong), per-expert global
+scales ignored, weights read in the wrong major order (transposed), an off-by-one group offset, a
+kernel that writes zeros, NaN in one token's row; and (in ``SUBTLE_FAULTS``) gate/up (w1/w3)
+halves swapped. Each is a plausible bug class of a grouped NVFP4 GEMM, planted to test the
+harness; none is claimed to be the cause of any reported failure.
 """
 
 from __future__ import annotations
@@ -65,12 +68,25 @@ class FaultyBackend(Backend):
     def finish(self, problem, out: torch.Tensor) -> None:
         pass
 
+    def _altered(self, q: NVFP4Tensor, alter) -> NVFP4Tensor:
+        """``alter(q)``, built once per weight tensor (the harness runs a backend k+1 times)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(id(q))
+        if hit is None or hit[0] is not q:
+            if len(memo) >= 4:
+                memo.clear()
+            hit = memo[id(q)] = (q, alter(q))
+        return hit[1]
+
     # what the harness must find ---------------------------------------------------------------
     def expected_experts(self, problem) -> set[int]:
         return set(_routed(problem))
 
-    def expected_tokens(self, problem) -> set[int] | None:
-        return None
+    def expected_tokens(self, problem) -> set[int]:
+        """Tokens routed to an expected expert (their cells are the broken ones)."""
+        experts = torch.tensor(sorted(self.expected_experts(problem)), dtype=torch.long)
+        hit = torch.isin(problem.topk_ids.cpu(), experts).any(dim=1)
+        return {int(t) for t in torch.nonzero(hit).flatten()}
 
     def run(self, problem, out):
         dtype = out.dtype
@@ -130,10 +146,10 @@ class LinearScalesAsSwizzled(FaultyBackend):
     name, fault = "fault-linear-as-swizzled", "linear block scales passed where 128x4-swizzled scales are expected"
 
     def w13_of(self, problem, e, dtype):
-        return dequantize_expert(_linear_bytes_as_swizzled(problem.w13), e, dtype)
+        return dequantize_expert(self._altered(problem.w13, _linear_bytes_as_swizzled), e, dtype)
 
     def w2_of(self, problem, e, dtype):
-        return dequantize_expert(_linear_bytes_as_swizzled(problem.w2), e, dtype)
+        return dequantize_expert(self._altered(problem.w2, _linear_bytes_as_swizzled), e, dtype)
 
 
 class MissingGlobalScale(FaultyBackend):
@@ -145,10 +161,10 @@ class MissingGlobalScale(FaultyBackend):
                            scale_layout=q.scale_layout)
 
     def w13_of(self, problem, e, dtype):
-        return dequantize_expert(self._no_gs(problem.w13), e, dtype)
+        return dequantize_expert(self._altered(problem.w13, self._no_gs), e, dtype)
 
     def w2_of(self, problem, e, dtype):
-        return dequantize_expert(self._no_gs(problem.w2), e, dtype)
+        return dequantize_expert(self._altered(problem.w2, self._no_gs), e, dtype)
 
 
 class TransposedWeights(FaultyBackend):
@@ -178,6 +194,11 @@ class OffByOneOffsets(FaultyBackend):
 
     def expected_experts(self, problem):
         return {self._target(problem)}
+
+    def expected_tokens(self, problem):
+        """The token of the target group's last row: the one cell that runs with the next expert."""
+        g = group_by_expert(problem.topk_ids, problem.config.E)
+        return {int(g.tokens[int(g.offsets[self._target(problem)]) - 1])}
 
 
 class SilentZero(FaultyBackend):

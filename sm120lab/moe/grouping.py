@@ -1,20 +1,28 @@
-"""Token -> expert grouping, the way grouped-GEMM MoE kernels do it, and a grouped forward.
+"""Token -> expert grouping, and THE MoE forward every reference-style computation is built on.
 
 The k routed slots of every token are flattened (slot s = t*k + j), stably sorted by expert, and
 the sorted rows are cut into E contiguous groups by cumulative ``offsets`` (int32 group END
 indices, ``offsets[e] = sum_{e' <= e} count[e']``: the convention of ``torch._grouped_mm``'s
-``offs``). Each group runs two GEMMs, and results are scattered back with the routing weights.
-The planted faults of :mod:`sm120lab.moe.faults` break exactly one step of this chain.
+``offs``). Each group runs two GEMMs, and results are scattered back with the routing weights:
+
+    y_s   = W2[e_s] @ q(SiLU(G[e_s] x_{t_s}) * (U[e_s] x_{t_s}))      (q: optional activation quantizer)
+    out_t = sum_{s of token t} w_s * y_s
+
+:func:`grouped_moe_forward` is the one implementation of that loop. The exact reference
+(:mod:`.reference`), the unquantized-weight forward of the envelope (:mod:`.envelope`), the
+activation calibration (:mod:`.problem`), the ``emulated-w4a4`` backend and the planted faults of
+:mod:`.faults` (each breaking exactly one step of this chain) all call it.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-__all__ = ["Grouping", "group_by_expert", "grouped_moe_forward"]
+__all__ = ["Grouping", "group_by_expert", "grouped_moe_forward", "ieee_fp32_matmul"]
 
 
 @dataclass(frozen=True)
@@ -43,30 +51,62 @@ def group_by_expert(topk_ids: torch.Tensor, num_experts: int) -> Grouping:
     return Grouping(order=order, tokens=order // topk_ids.shape[1], counts=counts, offsets=offsets)
 
 
-def grouped_moe_forward(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, num_experts: int,
-                        w13_of: Callable[[int], torch.Tensor], w2_of: Callable[[int], torch.Tensor], *,
+@contextlib.contextmanager
+def ieee_fp32_matmul():
+    """Run fp32 matmuls in IEEE fp32 (TF32 off) for the duration; the previous setting is restored."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def grouped_moe_forward(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor | None,
+                        num_experts: int, w13_of: Callable[[int], torch.Tensor],
+                        w2_of: Callable[[int], torch.Tensor], *,
                         act_quant: Callable[[torch.Tensor], torch.Tensor] | None = None,
                         offsets: torch.Tensor | None = None,
-                        group_hook: Callable[[int, torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
-    """Grouped MoE forward in ``x.dtype``: ``x`` [T,H] (already activation-quantized if wanted).
+                        group_hook: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
+                        per_slot: bool = False) -> torch.Tensor:
+    """``out_t = sum_j w_{t,j} W2[e] @ q(SiLU(G[e] x_t) * U[e] x_t)`` in ``x.dtype`` (module docstring).
 
-    ``w13_of(e)`` -> [2I, H], ``w2_of(e)`` -> [H, I] (dequantized, in ``x.dtype``);
-    ``act_quant`` maps the SiLU*up intermediate before the second GEMM (e.g. bf16 + NVFP4);
-    ``offsets`` overrides the group ends; ``group_hook(e, y)`` may alter a group's output rows.
-    Returns the fp output [T, H] = sum over slots of weight * expert output.
+    Experts run one group at a time (only routed experts: weights are fetched per expert, so the
+    largest presets fit); fp32 matmuls run with TF32 off.
+
+    Args:
+        x: [T, H] activations in the compute dtype (already activation-quantized if wanted).
+        topk_ids: int [T, k] routed experts; topk_weights: float [T, k] (unused if ``per_slot``).
+        num_experts: E.
+        w13_of: ``e -> [2I, H]`` gate (rows 0:I) over up (rows I:2I), in ``x.dtype``.
+        w2_of: ``e -> [H, I]`` in ``x.dtype``.
+        act_quant: maps the SiLU*up intermediate [n, I] before the second GEMM (e.g. bf16 + NVFP4);
+            also the place to observe it (calibration).
+        offsets: overrides the int32 group ends (planted faults).
+        group_hook: ``(e, y) -> y'`` may alter a group's output rows (planted faults).
+        per_slot: return the unweighted expert outputs per routed slot instead of their sum.
+
+    Returns:
+        [T, H] (weights applied, summed per token in sorted-row order with ``index_add_``), or with
+        ``per_slot`` [T, k, H] where ``[t, j]`` is expert ``topk_ids[t, j]``'s output for token t.
     """
     g = group_by_expert(topk_ids, num_experts)
     rows = x[g.tokens]
     ys = torch.zeros(rows.shape[0], x.shape[1], dtype=x.dtype, device=x.device)
-    for e, start, end in g.bounds(offsets):
-        w13 = w13_of(e)
-        inter = w13.shape[0] // 2
-        g_u = rows[start:end] @ w13.T
-        act = torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]
-        if act_quant is not None:
-            act = act_quant(act)
-        y = act @ w2_of(e).T
-        ys[start:end] = group_hook(e, y) if group_hook is not None else y
+    with ieee_fp32_matmul():
+        for e, start, end in g.bounds(offsets):
+            w13 = w13_of(e)
+            inter = w13.shape[0] // 2
+            g_u = rows[start:end] @ w13.T
+            act = torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]
+            if act_quant is not None:
+                act = act_quant(act)
+            y = act @ w2_of(e).T
+            ys[start:end] = group_hook(e, y) if group_hook is not None else y
+    if per_slot:
+        slots = torch.empty_like(ys)
+        slots[g.order] = ys
+        return slots.reshape(topk_ids.shape[0], topk_ids.shape[1], x.shape[1])
     w_sorted = topk_weights.reshape(-1)[g.order].to(x.dtype)
     out = torch.zeros_like(x)
     out.index_add_(0, g.tokens, ys * w_sorted.unsqueeze(1))

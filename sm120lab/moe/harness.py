@@ -1,12 +1,16 @@
 """Run backends on one problem and diff them against the reference.
 
 ``check(problem, backends)`` runs the reference (fp64 on CPU, fp32 on CUDA) and its per-slot
-outputs, then for each backend: skip with a one-line reason, or run into a sentinel-poisoned
-buffer (main run with the real routing weights + one probe per top-k slot with one-hot weights),
-diff (:mod:`.metrics`: against the reference, and per cell against the backend's expected
-numerics: emulated-w4a4 for W4A4 backends, the reference otherwise), and judge (:mod:`.verdict`)
-against the envelope (:mod:`.envelope`) that ``emulated-w4a4`` and the weight-only error set on the
-same problem.
+outputs, the unquantized-weight forward (where the problem keeps its bf16 weights), then for each
+backend: skip with a one-line reason, or run into a sentinel-poisoned buffer (main run with the
+real routing weights + one probe per top-k slot with one-hot weights), diff (:mod:`.metrics`:
+against the reference, and per cell and per token against the backend's expected numerics:
+emulated-w4a4 for W4A4 backends, the reference otherwise, and the unquantized-weight forward), and
+judge (:mod:`.verdict`) against the envelope (:mod:`.envelope`) that ``emulated-w4a4`` and the
+weight-only error set on the same problem. Every report carries the problem's seed, and
+:meth:`CheckResult.to_json` a command that redraws the problem.
+
+:func:`default_device` is where the harness runs by default: the GPU when torch sees one.
 """
 
 from __future__ import annotations
@@ -17,14 +21,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .backends import SENTINEL, Backend, get_backend
-from .envelope import Envelope, make_envelope
-from .jsonable import jsonable
-from .metrics import CellDiff, OutputDiff, cell_diff, expert_errors, output_diff
-from .reference import moe_reference_slots
-from .verdict import judge
+from sm120lab.constants import SENTINEL
 
-__all__ = ["BackendReport", "CheckResult", "run_backend", "check"]
+from .backends import Backend, get_backend
+from .envelope import Envelope, make_envelope, unquantized_reference_slots
+from .jsonable import jsonable
+from .metrics import CellDiff, OutputDiff, TokenDiff, cell_diff, expert_errors, output_diff, token_diff
+from .reference import moe_reference_slots
+from .verdict import Verdict, judge
+
+__all__ = ["BackendReport", "CheckResult", "check", "default_device", "reference_outputs", "run_backend"]
+
+
+def default_device() -> str:
+    """``"cuda"`` if torch sees a GPU, else ``"cpu"``: where problems are drawn and backends run by default."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @dataclass
@@ -34,22 +45,26 @@ class BackendReport:
     reason: str = ""
     verified: bool = True
     numerics: str = ""
+    seed: int | None = None          # the problem's seed (replay)
     notes: dict = field(default_factory=dict)
     seconds: float = 0.0
     diff: OutputDiff | None = None
     cells: CellDiff | None = None
+    token_dev: TokenDiff | None = None
     per_expert: np.ndarray | None = None
     topk_ids: np.ndarray | None = None
     output: torch.Tensor | None = None
     slots: torch.Tensor | None = None
-    verdict: str = ""
+    main: torch.Tensor | None = None  # the main-run output on the problem's device (kept with ``slots``)
+    verdict: Verdict | str = ""
     reasons: list[str] = field(default_factory=list)
     flagged_experts: list[int] = field(default_factory=list)
     flagged_tokens: list[int] = field(default_factory=list)
+    format_mismatch: bool = False
 
     def summary(self) -> dict:
-        out = {"backend": self.name, "status": self.status, "verdict": self.verdict or self.status,
-               "verified": self.verified, "numerics": self.numerics}
+        out = {"backend": self.name, "status": self.status, "verdict": str(self.verdict or self.status),
+               "verified": self.verified, "numerics": self.numerics, "seed": self.seed}
         if self.reason:
             out["reason"] = self.reason
         if self.diff is not None:
@@ -58,14 +73,33 @@ class BackendReport:
                 rel, dev = self.cells.rel, self.cells.dev
                 out["max_cell_err"] = float(np.max(rel)) if rel.size else 0.0
                 out["max_cell_dev"] = float(np.max(dev)) if dev.size else 0.0
+                dev_alt = self.cells.dev_alt
+                if dev_alt is not None:
+                    out["max_cell_dev_unquantized"] = float(np.max(dev_alt)) if dev_alt.size else 0.0
                 out["per_expert_err"] = self.per_expert
             out["flagged_experts"] = self.flagged_experts
             out["flagged_tokens"] = self.flagged_tokens
+            out["format_mismatch"] = self.format_mismatch
             out["reasons"] = self.reasons
             out["seconds"] = round(self.seconds, 4)
         if self.notes:
             out["notes"] = self.notes
         return out
+
+
+def replay_command(problem) -> str:
+    """The ``sm120lab check`` arguments that redraw ``problem`` (same seed, tokens, routing, device type)."""
+    from sm120lab.cmdline import command_line
+
+    desc = problem.describe()
+    drawn = desc.get("drawn_tokens") or desc["tokens"]
+    args = ["check", "--preset", desc["preset"], "--routing", desc["routing"], "--seed", str(desc["seed"]),
+            "--device", problem.device.type]
+    if desc["routing"] != "single":
+        args += ["--tokens", str(drawn)]
+    if drawn != desc["tokens"]:
+        args += ["--take-tokens", str(desc["tokens"])]
+    return command_line("sm120lab", args)
 
 
 @dataclass
@@ -77,27 +111,29 @@ class CheckResult:
 
     @property
     def any_garbage(self) -> bool:
-        return any(r.verdict == "garbage" for r in self.reports.values())
+        return any(r.verdict == Verdict.GARBAGE for r in self.reports.values())
 
     def table(self) -> list[dict]:
-        """One row per backend: the deterministic part of the verdict (no timings)."""
+        """One row per backend: the deterministic part of the verdict (no timings), with the problem's seed."""
         rows = []
         for r in self.reports.values():
-            row = {"backend": r.name, "verdict": r.verdict or r.status}
+            row = {"backend": r.name, "verdict": str(r.verdict or r.status), "seed": r.seed}
             if r.diff is not None:
                 row.update(rel_err=r.diff.rel_fro, cosine=r.diff.cosine,
                            max_cell_dev=float(np.max(r.cells.dev)) if r.cells is not None and r.cells.dev.size else float("nan"),
                            nan=r.diff.nan, untouched=r.diff.untouched, zero_rows=len(r.diff.zero_rows),
-                           flagged_experts=r.flagged_experts[:6])
+                           flagged_experts=r.flagged_experts[:6], flagged_tokens=r.flagged_tokens[:6])
             else:
                 row["reason"] = r.reason
             rows.append(row)
         return rows
 
     def to_json(self) -> dict:
-        """Strict JSON (NaN -> null, inf -> "inf")."""
-        return jsonable({"problem": self.problem.describe(), "envelope": self.envelope.as_dict(),
-                         "reference_seconds": round(self.reference_seconds, 4),
+        """Strict JSON (NaN -> null, inf -> "inf"), with the problem's seed and a command that redraws it."""
+        problem = self.problem.describe()
+        replay = replay_command(self.problem) if problem.get("replayable", True) else None
+        return jsonable({"problem": problem, "replay": replay,
+                         "envelope": self.envelope.as_dict(), "reference_seconds": round(self.reference_seconds, 4),
                          "backends": [r.summary() for r in self.reports.values()]})
 
 
@@ -119,15 +155,19 @@ def _run_into(backend: Backend, problem, dtype) -> tuple[torch.Tensor, dict]:
 
 def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slots: torch.Tensor, *,
                 probes: bool = True, keep_output: bool = True, twin_slots: torch.Tensor | None = None,
-                keep_slots: bool = False) -> BackendReport:
+                keep_slots: bool = False, twin_out: torch.Tensor | None = None, alt_out: torch.Tensor | None = None,
+                alt_slots: torch.Tensor | None = None) -> BackendReport:
     """Run one backend (main run + per-slot probes) and diff it; the verdict is set by :func:`check`.
 
-    ``twin_slots``: per-slot outputs of the backend's expected numerics (default: the reference).
-    ``keep_slots``: keep the probe outputs as ``report.slots`` [T, k, H] (the emulated-w4a4 twin).
+    ``twin_out``/``twin_slots``: outputs of the backend's expected numerics (default: the reference);
+    ``alt_out``/``alt_slots``: the unquantized-weight forward (or None);
+    ``keep_slots``: keep the probe outputs as ``report.slots`` [T, k, H] and the main output as
+    ``report.main`` on the device (the emulated-w4a4 twin).
     """
     if isinstance(backend, str):
         backend = get_backend(backend)
-    rep = BackendReport(name=backend.name, status="ran", verified=backend.verified, numerics=backend.numerics)
+    rep = BackendReport(name=backend.name, status="ran", verified=backend.verified, numerics=backend.numerics,
+                        seed=getattr(problem, "seed", None))
     reason = backend.skip_reason(problem.device)
     if reason:
         rep.status, rep.reason = "skipped", reason
@@ -151,25 +191,43 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
         rep.status, rep.reason = "error", _one_line(exc)
         return rep
     rep.diff = output_diff(out, ref_out)
+    rep.token_dev = token_diff(out, ref_out if twin_out is None else twin_out, alt_out)
     rep.topk_ids = problem.topk_ids.cpu().numpy()
     if probes:
-        rep.cells = cell_diff(slot_outs, ref_slots, problem.topk_ids, twin_slots)
+        rep.cells = cell_diff(slot_outs, ref_slots, problem.topk_ids, twin_slots, alt_slots)
         rep.per_expert = expert_errors(rep.cells, problem.topk_ids, problem.config.E)
         if keep_slots:
             rep.slots = torch.stack(slot_outs, dim=1)
+    if keep_slots:
+        rep.main = out
     if keep_output:
         rep.output = out.detach().cpu()
     return rep
 
 
 def reference_outputs(problem) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(reference [T, H], per-slot reference [T, k, H], seconds): fp64 on CPU, fp32 on a GPU."""
     dtype = torch.float64 if problem.device.type == "cpu" else torch.float32
     _sync(problem.device)
     t0 = time.perf_counter()
     slots = moe_reference_slots(problem.hidden, problem.topk_ids, problem.w13, problem.w2, dtype=dtype)
-    ref = (slots * problem.topk_weights.to(dtype).unsqueeze(-1)).sum(dim=1)
+    ref = _combine(slots, problem)
     _sync(problem.device)
     return ref, slots, time.perf_counter() - t0
+
+
+def _combine(slots: torch.Tensor, problem) -> torch.Tensor:
+    return (slots * problem.topk_weights.to(slots.dtype).unsqueeze(-1)).sum(dim=1)
+
+
+def _judged(rep: BackendReport, env: Envelope) -> BackendReport:
+    if rep.status == "ran":
+        j = judge(rep, env)
+        rep.verdict, rep.reasons, rep.format_mismatch = j.verdict, j.reasons, j.format_mismatch
+        rep.flagged_experts, rep.flagged_tokens = j.flagged_experts, j.flagged_tokens
+    else:
+        rep.verdict = Verdict(rep.status)
+    return rep
 
 
 def check(problem, backends=None, *, probes: bool = True, keep_output: bool = True, progress=None) -> CheckResult:
@@ -186,23 +244,28 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
         if not isinstance(b, Backend):
             raise TypeError(f"backends must be names or Backend objects, got {type(b).__name__}")
     ref, slots, ref_s = reference_outputs(problem)
+    unq_slots = unquantized_reference_slots(problem, slots.dtype)
+    unq_out = None if unq_slots is None else _combine(unq_slots, problem)
     emulated = next((b for b in backends if b.name == "emulated-w4a4"), None) or get_backend("emulated-w4a4")
     reports: dict[str, BackendReport] = {}
     emu = run_backend(emulated, problem, ref, slots, probes=probes, keep_output=keep_output, keep_slots=True)
     if emu.status != "ran":
         raise RuntimeError(f"emulated-w4a4 could not run ({emu.reason}); it sets the error envelope")
-    env = make_envelope(emu, problem, ref, slots)
-    if emu.cells is not None:  # the emulated backend's own twin is itself
+    env = make_envelope(emu, problem, ref, slots, unq_slots)
+    # the emulated backend's own twin is itself
+    emu.token_dev = token_diff(emu.main, emu.main)
+    if emu.cells is not None:
         emu.cells = cell_diff(list(emu.slots.unbind(1)), slots, problem.topk_ids, emu.slots)
     iterable = progress(backends) if progress is not None else backends
     for b in iterable:
-        twin = emu.slots if b.numerics == "w4a4" else None
-        rep = emu if b is emulated else run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
-                                                    twin_slots=twin)
-        if rep.status == "ran":
-            rep.verdict, rep.reasons, rep.flagged_experts, rep.flagged_tokens = judge(rep, env)
+        if b is emulated:
+            rep = emu
+        elif b.numerics == "w4a4":
+            rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output, twin_out=emu.main,
+                              twin_slots=emu.slots)
         else:
-            rep.verdict = rep.status
-        reports[b.name] = rep
-    emu.slots = None  # free the twin
+            rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
+                              alt_out=unq_out, alt_slots=unq_slots)
+        reports[b.name] = _judged(rep, env)
+    emu.slots = emu.main = None  # free the twin
     return CheckResult(problem=problem, envelope=env, reports=reports, reference_seconds=ref_s)

@@ -16,8 +16,11 @@ O[t] is expert e_{t,j}'s output alone). Two per-cell numbers:
   heavy-tailed per cell: up to ~1.3 on the tiny preset for emulated-w4a4 itself);
 - ``dev``: ||O - twin|| / max(||twin||, 0.25 median_e ||twin||) against the backend's expected
   numerics ("twin": emulated-w4a4 for a W4A4 backend, the reference otherwise): ~0 for a correct
-  backend whatever the NVFP4 noise, O(1) for a fault. Verdicts and localization use ``dev``.
+  backend whatever the NVFP4 noise, O(1) for a fault. Verdicts and localization use ``dev``;
+- ``dev_alt``: the same deviation against the unquantized-weight forward (what a backend with
+  more precise weights than NVFP4 computes), where the harness computed it.
 
+Main-run rows get the same deviations per token (:func:`token_diff`, floor over all tokens).
 Per expert the cells aggregate as sqrt(sum ||D||^2 / sum ||R||^2).
 """
 
@@ -28,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .backends.base import SENTINEL
+from sm120lab.constants import SENTINEL
 
-__all__ = ["DEV_FLOOR", "OutputDiff", "CellDiff", "cell_rel", "output_diff", "cell_diff", "expert_errors"]
+__all__ = ["DEV_FLOOR", "OutputDiff", "CellDiff", "TokenDiff", "cell_rel", "output_diff", "cell_diff", "token_diff",
+           "expert_errors"]
 
 
 @dataclass
@@ -60,6 +64,8 @@ class CellDiff:
     dev_num: np.ndarray  # float64 [T, k]: ||O - twin||^2 (twin = the expected numerics' output)
     dev_den: np.ndarray  # float64 [T, k]: ||twin||^2
     ids: np.ndarray      # int64 [T, k]: the expert of each cell
+    alt_num: np.ndarray | None = None  # float64 [T, k]: ||O - alt||^2 (alt = the unquantized-weight forward)
+    alt_den: np.ndarray | None = None  # float64 [T, k]: ||alt||^2
 
     @property
     def rel(self) -> np.ndarray:
@@ -70,6 +76,11 @@ class CellDiff:
     def dev(self) -> np.ndarray:
         """Deviation from the expected numerics: ||O - twin|| / max(||twin||, 0.25 median_e ||twin||)."""
         return cell_rel(self.dev_num, self.dev_den, self.ids, floor=DEV_FLOOR)
+
+    @property
+    def dev_alt(self) -> np.ndarray | None:
+        """Deviation from the unquantized-weight forward (same floor), or None where it was not computed."""
+        return None if self.alt_num is None else cell_rel(self.alt_num, self.alt_den, self.ids, floor=DEV_FLOOR)
 
 
 #: deviation floor: a fraction of the median cell norm of the same expert
@@ -129,10 +140,20 @@ def output_diff(out: torch.Tensor, ref: torch.Tensor) -> OutputDiff:
                       zero_rows=zero_rows, per_token=per_token.cpu().numpy())
 
 
+def _sq_rows(a: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise ||a - b||^2 (or ||a||^2) in fp64."""
+    x = a if b is None else a - b
+    return (x * x).sum(dim=1)
+
+
 def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: torch.Tensor,
-              twin_slots: torch.Tensor | None = None) -> CellDiff:
-    """``slot_outs[j]``: the backend's [T, H] output of probe j; ``ref_slots``/``twin_slots``: [T, k, H]."""
-    nums, dens, bads, zeros, dnums, ddens = [], [], [], [], [], []
+              twin_slots: torch.Tensor | None = None, alt_slots: torch.Tensor | None = None) -> CellDiff:
+    """``slot_outs[j]``: the backend's [T, H] output of probe j; ``ref_slots``/``twin_slots``/``alt_slots``: [T, k, H].
+
+    ``twin_slots``: the expected numerics (default: the reference); ``alt_slots``: the other
+    acceptable expected output (the unquantized-weight forward), or None.
+    """
+    nums, dens, bads, zeros, dnums, ddens, anums, adens = [], [], [], [], [], [], [], []
     for j, out in enumerate(slot_outs):
         sentinel, nan, inf = _masks(out)
         badm = sentinel | nan | inf
@@ -140,19 +161,49 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
         o = torch.where(badm, torch.zeros((), dtype=out.dtype, device=out.device), out).double()
         r = ref_slots[:, j].double()
         tw = r if twin_slots is None else twin_slots[:, j].double()
-        num = ((o - r) ** 2).sum(dim=1)
-        den = (r * r).sum(dim=1)
-        dnum = ((o - tw) ** 2).sum(dim=1)
-        inf_row = torch.full_like(num, torch.inf)
-        nums.append(torch.where(bad, inf_row, num))
-        dnums.append(torch.where(bad, inf_row, dnum))
+        inf_row = torch.full_like(bad, torch.inf, dtype=torch.float64)
+        den = _sq_rows(r)
+        nums.append(torch.where(bad, inf_row, _sq_rows(o, r)))
+        dnums.append(torch.where(bad, inf_row, _sq_rows(o, tw)))
         dens.append(den)
-        ddens.append((tw * tw).sum(dim=1))
+        ddens.append(_sq_rows(tw))
+        if alt_slots is not None:
+            alt = alt_slots[:, j].double()
+            anums.append(torch.where(bad, inf_row, _sq_rows(o, alt)))
+            adens.append(_sq_rows(alt))
         bads.append(bad)
         zeros.append((o == 0).all(dim=1) & ~bad & (den > 0))
-    st = lambda xs: torch.stack(xs, dim=1).cpu().numpy()  # noqa: E731
+    st = lambda xs: torch.stack(xs, dim=1).cpu().numpy() if xs else None  # noqa: E731
     return CellDiff(num=st(nums), den=st(dens), bad=st(bads), zero=st(zeros), dev_num=st(dnums), dev_den=st(ddens),
-                    ids=topk_ids.cpu().numpy())
+                    ids=topk_ids.cpu().numpy(), alt_num=st(anums), alt_den=st(adens))
+
+
+@dataclass
+class TokenDiff:
+    """Main-run rows against the expected outputs: deviation per token (floored like the cells)."""
+
+    dev: np.ndarray            # float64 [T]: ||O_t - twin_t|| / max(||twin_t||, 0.25 median_t ||twin_t||)
+    dev_alt: np.ndarray | None  # the same against the unquantized-weight forward, or None
+    bad: np.ndarray            # bool [T]: NaN/Inf/untouched in the row
+    zero: np.ndarray           # bool [T]: row exactly zero while the twin row is not
+
+
+def token_diff(out: torch.Tensor, twin: torch.Tensor, alt: torch.Tensor | None = None) -> TokenDiff:
+    """Per-token deviation of a main-run output [T, H] from ``twin`` (and ``alt``), both [T, H]."""
+    sentinel, nan, inf = _masks(out)
+    badm = sentinel | nan | inf
+    bad = badm.any(dim=1)
+    o = torch.where(badm, torch.zeros((), dtype=out.dtype, device=out.device), out).double()
+    one_group = np.zeros(out.shape[0], dtype=np.int64)
+
+    def dev_from(x: torch.Tensor) -> np.ndarray:
+        x = x.double()
+        num = torch.where(bad, torch.full_like(bad, torch.inf, dtype=torch.float64), _sq_rows(o, x))
+        return cell_rel(num.cpu().numpy(), _sq_rows(x).cpu().numpy(), one_group, floor=DEV_FLOOR)
+
+    zero = (o == 0).all(dim=1) & ~bad & (_sq_rows(twin.double()) > 0)
+    return TokenDiff(dev=dev_from(twin), dev_alt=None if alt is None else dev_from(alt), bad=bad.cpu().numpy(),
+                     zero=zero.cpu().numpy())
 
 
 def expert_errors(cells: CellDiff, topk_ids: torch.Tensor, num_experts: int) -> np.ndarray:

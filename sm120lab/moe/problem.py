@@ -16,7 +16,8 @@
 - static activation global scales (W4A4 contract): ``a1_gscale = 448*6/amax(hidden)``,
   ``a2_gscale = 448*6/amax(bf16(SiLU(gate)*up))`` over the routed slots of the reference.
 
-Presets: ``tiny`` (CPU tests) and the MoE layers of ``../shared/research/landscape.md``.
+Presets: ``tiny``/``small`` (CPU tests) and the MoE layers of real models (sources per model in
+:mod:`sm120lab.roofline.models`, e.g. https://huggingface.co/Qwen/Qwen3.5-397B-A17B).
 Random draws use a generator on ``device``: the same seed gives the same problem on one device
 type, not across CPU and CUDA.
 """
@@ -30,9 +31,11 @@ import torch
 
 from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4Tensor, quantize_nvfp4
 
-from .reference import dequantize_expert
+from .grouping import grouped_moe_forward
+from .reference import check_routing, dequantize_expert
 
-__all__ = ["MoEConfig", "MoEProblem", "PRESETS", "ROUTINGS", "make_moe_problem", "make_routing"]
+__all__ = ["MoEConfig", "MoEProblem", "PRESETS", "ROUTINGS", "calibrate_activation_scales", "intermediate_amax",
+           "make_moe_problem", "make_routing", "problem_from_weights"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class MoEConfig:
         return {"preset": self.name, "E": self.E, "k": self.k, "H": self.H, "I": self.I}
 
 
-#: Source: ../shared/research/landscape.md "Model shapes (MoE layers)".
+#: (E, k, H, I) of each model's MoE layer; sources per model in :mod:`sm120lab.roofline.models`.
 PRESETS: dict[str, MoEConfig] = {
     "tiny": MoEConfig("tiny", E=8, k=2, H=128, I=64, default_tokens=48),
     "small": MoEConfig("small", E=32, k=4, H=256, I=128, default_tokens=128),
@@ -82,6 +85,8 @@ class MoEProblem:
     w13_bf16: torch.Tensor | None = None   # unquantized weights (bf16), for the weight-only error
     w2_bf16: torch.Tensor | None = None
     hot_expert: int | None = None
+    drawn_tokens: int | None = None   # tokens drawn before take_tokens (None: this problem's own draw)
+    replayable: bool = True           # False: tensors given, not drawn by make_moe_problem
 
     @property
     def tokens(self) -> int:
@@ -95,26 +100,31 @@ class MoEProblem:
         """Routed slots per expert: int64 [E]."""
         return torch.bincount(self.topk_ids.reshape(-1), minlength=self.config.E)
 
-    def with_topk_weights(self, topk_weights: torch.Tensor) -> "MoEProblem":
+    def with_topk_weights(self, topk_weights: torch.Tensor) -> MoEProblem:
         """The same problem with other routing weights (used by the per-slot probes)."""
         if topk_weights.shape != self.topk_ids.shape:
             raise ValueError(f"topk_weights must have shape {tuple(self.topk_ids.shape)}, got {tuple(topk_weights.shape)}")
         return replace(self, topk_weights=topk_weights.to(torch.float32))
 
-    def take_tokens(self, n: int) -> "MoEProblem":
+    def take_tokens(self, n: int) -> MoEProblem:
         """The first ``n`` tokens of this problem (same layer), with a1/a2 recalibrated on them."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.tokens:
             raise ValueError(f"n must be an int in [1, {self.tokens}], got {n!r}")
         hidden, ids = self.hidden[:n].contiguous(), self.topk_ids[:n].contiguous()
-        a1, a2 = _calibrate(hidden, ids, self.w13, self.config.I)
+        a1, a2 = calibrate_activation_scales(hidden, ids, self.w13, self.w2)
         return replace(self, hidden=hidden, topk_ids=ids, topk_weights=self.topk_weights[:n].contiguous(),
-                       a1_gscale=a1, a2_gscale=a2)
+                       a1_gscale=a1, a2_gscale=a2, drawn_tokens=self.drawn_tokens or self.tokens)
 
     def describe(self) -> dict:
         counts = self.expert_counts()
-        return {**self.config.as_dict(), "tokens": self.tokens, "routing": self.routing, "seed": self.seed,
-                "empty_experts": int((counts == 0).sum()), "max_expert_load": int(counts.max()),
-                "a1_gscale": float(self.a1_gscale), "a2_gscale": float(self.a2_gscale)}
+        out = {**self.config.as_dict(), "tokens": self.tokens, "routing": self.routing, "seed": self.seed,
+               "empty_experts": int((counts == 0).sum()), "max_expert_load": int(counts.max()),
+               "a1_gscale": float(self.a1_gscale), "a2_gscale": float(self.a2_gscale)}
+        if self.drawn_tokens is not None:
+            out["drawn_tokens"] = self.drawn_tokens
+        if not self.replayable:
+            out["replayable"] = False
+        return out
 
 
 def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, torch.device]:
@@ -188,35 +198,62 @@ def _draw_weights(gen, e: int, n: int, kdim: int, device, chunk: int) -> torch.T
     return out
 
 
-def _intermediate_amax(hidden, topk_ids, w13: NVFP4Tensor, inter: int, dtype) -> float:
-    x = hidden.to(dtype)
-    flat = topk_ids.reshape(-1)
-    k = topk_ids.shape[1]
+def intermediate_amax(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4Tensor, w2: NVFP4Tensor,
+                      dtype: torch.dtype) -> float:
+    """``amax(bf16(SiLU(G h) * U h))`` over the routed slots, computed in ``dtype`` by the reference loop."""
     amax = 0.0
-    for e in torch.unique(flat).tolist():
-        rows = torch.nonzero(flat == e).squeeze(1)
-        g_u = x[rows // k] @ dequantize_expert(w13, e, dtype).T
-        act = (torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]).to(torch.bfloat16)
-        amax = max(amax, float(act.float().abs().max()))
+
+    def observe(act: torch.Tensor) -> torch.Tensor:
+        nonlocal amax
+        amax = max(amax, float(act.to(torch.bfloat16).float().abs().max()))
+        return act
+
+    grouped_moe_forward(hidden.to(dtype), topk_ids, None, w13.shape[0], lambda e: dequantize_expert(w13, e, dtype),
+                        lambda e: dequantize_expert(w2, e, dtype), act_quant=observe, per_slot=True)
     return amax
 
 
-def _calibrate(hidden, topk_ids, w13: NVFP4Tensor, inter: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Static activation global scales (fp32 scalars): 448*6/amax of hidden and of bf16(SiLU*up)."""
+def calibrate_activation_scales(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4Tensor,
+                                w2: NVFP4Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Static activation global scales of the W4A4 contract, fp32 scalars on ``hidden``'s device.
+
+    ``a1 = 448*6 / amax(hidden)``, ``a2 = 448*6 / amax(bf16(SiLU(gate)*up))`` over the routed slots
+    (the intermediate in fp64 on CPU, fp32 on a GPU).
+    """
     dev = hidden.device
     amax_dtype = torch.float64 if dev.type == "cpu" else torch.float32
     a1 = (E4M3_MAX * E2M1_MAX) / hidden.float().abs().max().clamp_min(1e-30)
-    a2_amax = _intermediate_amax(hidden, topk_ids, w13, inter, amax_dtype)
+    a2_amax = intermediate_amax(hidden, topk_ids, w13, w2, amax_dtype)
     a2 = torch.tensor((E4M3_MAX * E2M1_MAX) / max(a2_amax, 1e-30), dtype=torch.float32, device=dev)
     return a1.float(), a2
+
+
+def problem_from_weights(config: MoEConfig, hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                         w13: NVFP4Tensor, w2: NVFP4Tensor, *, seed: int, routing: str = "uniform") -> MoEProblem:
+    """A problem on given tensors (e.g. a benchmark layer's weights), calibrated like :func:`make_moe_problem`.
+
+    ``w13``/``w2`` must hold linear scales; no unquantized weights are kept (the envelope then
+    has no weight-only error). ``seed`` is what drew the tensors, recorded for replay.
+    """
+    check_routing(hidden, topk_ids, topk_weights, config.E)
+    if w13.scale_layout != "linear" or w2.scale_layout != "linear":
+        raise ValueError("w13 and w2 must hold linear block scales")
+    a1, a2 = calibrate_activation_scales(hidden, topk_ids, w13, w2)
+    return MoEProblem(config=config, routing=routing, seed=seed, hidden=hidden, topk_ids=topk_ids.long(),
+                      topk_weights=topk_weights.float(), w13=w13, w2=w2, w13_swizzled=w13.with_layout("swizzled"),
+                      w2_swizzled=w2.with_layout("swizzled"), a1_gscale=a1, a2_gscale=a2, replayable=False)
 
 
 def make_moe_problem(preset="tiny", tokens: int | None = None, routing: str = "uniform", seed: int = 0,
                      device="cpu", *, keep_unquantized: bool = True) -> MoEProblem:
     """Draw one MoE layer problem (module docstring). ``tokens`` defaults to the preset's.
 
+    ``device=None`` draws it where the harness runs by default: the GPU when torch sees one, else
+    the CPU (:func:`sm120lab.moe.harness.default_device`).
     ``keep_unquantized=False`` drops the bf16 originals (saves 2 bytes/weight on big presets).
     """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     cfg, tokens, dev = _check_args(preset, tokens, routing, seed, device)
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
@@ -232,7 +269,7 @@ def make_moe_problem(preset="tiny", tokens: int | None = None, routing: str = "u
     hidden = hidden.to(torch.bfloat16)
     topk_ids, topk_weights, hot = make_routing(cfg, tokens, routing, gen, dev)
 
-    a1, a2 = _calibrate(hidden, topk_ids, w13, cfg.I)
+    a1, a2 = calibrate_activation_scales(hidden, topk_ids, w13, w2)
     return MoEProblem(config=cfg, routing=routing, seed=seed, hidden=hidden, topk_ids=topk_ids,
                       topk_weights=topk_weights, w13=w13, w2=w2,
                       w13_swizzled=w13.with_layout("swizzled"), w2_swizzled=w2.with_layout("swizzled"),

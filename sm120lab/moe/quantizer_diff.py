@@ -5,9 +5,8 @@ layout the quantizer claims: linear [M, K/16] or 128x4-swizzled, padding include
 ``correct`` (every byte equal), ``degraded`` (>= 99.9% of codes and scales equal and every differing
 code one step away: rounding-mode differences such as approximate reciprocals), ``garbage``
 (anything else, e.g. chance-level agreement). A quantizer that returns without error and yields
-``garbage`` is called out as a SILENT failure: FlashInfer 0.6.5's ``fp4_quantize`` on SM90 is
-known to do that (its e2m1 conversions sit under ``#if __CUDA_ARCH__ >= 1000 ... #else return 0``,
-``../shared/research/landscape.md``).
+``garbage`` is called out as a SILENT failure: FlashInfer 0.6.5's ``fp4_quantize`` on an H200 (SM90)
+did exactly that (``data/correctness/h200_fp4_quantize.json``, ``notes/correctness.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +16,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 from sm120lab.nvfp4 import quantize_nvfp4, unpack_e2m1
+from sm120lab.nvfp4.quantize import default_global_scale
+
+from .verdict import Verdict
 
 __all__ = ["QuantizerDiff", "compare_nvfp4_bytes", "diff_quantizer", "flashinfer_fp4_quantize_diffs"]
 
@@ -32,7 +34,7 @@ class QuantizerDiff:
     code_one_step: float = float("nan")   # fraction of differing codes that are one E2M1 step apart
     scale_match: float = float("nan")
     shape_ok: bool = True
-    verdict: str = ""
+    verdict: Verdict | str = ""
     silent: bool = False
     note: str = ""
 
@@ -55,7 +57,7 @@ def compare_nvfp4_bytes(codes: torch.Tensor, scales: torch.Tensor, ref_codes: to
     res = QuantizerDiff(name=name, layout=layout, status="ran")
     if a.numel() != b.numel() or sa.numel() != sb.numel():
         res.shape_ok = False
-        res.verdict = "garbage"
+        res.verdict = Verdict.GARBAGE
         res.note = f"size mismatch: codes {a.numel()} vs {b.numel()} bytes, scales {sa.numel()} vs {sb.numel()}"
         return res
     res.byte_match = float((a == b).double().mean()) if a.numel() else 1.0
@@ -71,11 +73,11 @@ def compare_nvfp4_bytes(codes: torch.Tensor, scales: torch.Tensor, ref_codes: to
         res.code_one_step = 1.0
     res.scale_match = float((sa == sb).double().mean()) if sa.numel() else 1.0
     if res.byte_match == 1.0 and res.scale_match == 1.0:
-        res.verdict = "correct"
+        res.verdict = Verdict.CORRECT
     elif res.code_match >= 0.999 and res.scale_match >= 0.999 and res.code_one_step == 1.0:
-        res.verdict = "degraded"
+        res.verdict = Verdict.DEGRADED
     else:
-        res.verdict = "garbage"
+        res.verdict = Verdict.GARBAGE
     return res
 
 
@@ -88,9 +90,9 @@ def diff_quantizer(fn, x: torch.Tensor, gscale: torch.Tensor, *, layout: str, na
             torch.cuda.synchronize(x.device)
     except Exception as exc:  # report, never a traceback
         msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        return QuantizerDiff(name=name, layout=layout, status="error", reason=msg, verdict="error")
+        return QuantizerDiff(name=name, layout=layout, status="error", reason=msg, verdict=Verdict.ERROR)
     res = compare_nvfp4_bytes(codes, scales, ref.data, ref.scale, name=name, layout=layout)
-    if res.verdict == "garbage":
+    if res.verdict == Verdict.GARBAGE:
         res.silent = True
         res.note = (res.note + "; " if res.note else "") + "returned without error but the bytes are wrong: SILENT failure"
     return res
@@ -113,7 +115,7 @@ def flashinfer_fp4_quantize_diffs(x: torch.Tensor, gscale: torch.Tensor | None =
         return [QuantizerDiff(name="flashinfer.fp4_quantize", layout="-", status="skipped",
                               reason=f"flashinfer not importable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")]
     if gscale is None:
-        gscale = (448.0 * 6.0 / x.float().abs().max()).reshape(1)
+        gscale = default_global_scale(x).reshape(1)
     gscale = gscale.float().reshape(1).to(x.device)
     cap = torch.cuda.get_device_capability(x.device)
     out = []

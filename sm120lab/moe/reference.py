@@ -9,17 +9,20 @@ For token t with routed experts e_1..e_k and routing weights w_1..w_k (fp32):
 
 Dequantization is ``e2m1 * SF / gs`` (``sm120lab.nvfp4.dequantize_nvfp4``), so with
 ``dtype=float64`` (CPU) every operand is exact and the only rounding is fp64 accumulation; on a
-GPU use ``float32`` (TF32 is switched off for the duration). Weights are dequantized one expert at a
-time, only for experts that receive tokens, so the qwen3.5-397b preset fits on one GPU.
+GPU use ``float32`` (TF32 is switched off for the duration). The loop is
+:func:`sm120lab.moe.grouping.grouped_moe_forward`: weights are dequantized one expert at a time,
+only for experts that receive tokens, so the qwen3.5-397b preset fits on one GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
+import weakref
 
 import torch
 
 from sm120lab.nvfp4 import NVFP4Tensor, dequantize_nvfp4
+
+from .grouping import grouped_moe_forward
 
 __all__ = ["moe_reference", "moe_reference_slots", "dequantize_expert", "check_routing"]
 
@@ -41,24 +44,40 @@ def check_routing(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: to
             raise ValueError(f"topk_ids must lie in [0, {num_experts}), got range [{lo}, {hi}]")
 
 
+#: dequantized experts of small weight tensors: id(data) -> (data ref, {(e, dtype): (scale ref, gs ref, value)})
+_DEQUANT_CACHE: dict[int, tuple] = {}
+#: only weight tensors up to this many elements are cached (the CPU presets; never a model-size layer)
+DEQUANT_CACHE_MAX_ELEMENTS = 1 << 22
+
+
 def dequantize_expert(q: NVFP4Tensor, e: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """Dequantize expert ``e`` of an expert-stacked NVFP4Tensor [E, N, K] -> [N, K] in ``dtype``."""
+    """Dequantize expert ``e`` of an expert-stacked NVFP4Tensor [E, N, K] -> [N, K] in ``dtype``.
+
+    Results for small tensors are cached while ``q``'s data, scale and global-scale tensors live
+    (the harness runs every backend k+1 times on the same weights); treat the result as read-only.
+    """
+    if q.data.numel() * 2 > DEQUANT_CACHE_MAX_ELEMENTS:
+        return _dequantize_expert(q, e, dtype)
+    key = id(q.data)
+    entry = _DEQUANT_CACHE.get(key)
+    if entry is None or entry[0]() is not q.data:
+        entry = (weakref.ref(q.data, lambda _, k=key: _DEQUANT_CACHE.pop(k, None)), {})
+        _DEQUANT_CACHE[key] = entry
+    hit = entry[1].get((e, dtype))
+    if hit is not None and hit[0]() is q.scale and hit[1]() is q.global_scale:
+        return hit[2]
+    value = _dequantize_expert(q, e, dtype)
+    entry[1][(e, dtype)] = (weakref.ref(q.scale), weakref.ref(q.global_scale), value)
+    return value
+
+
+def _dequantize_expert(q: NVFP4Tensor, e: int, dtype: torch.dtype) -> torch.Tensor:
     scale = q.linear_scale()[e]
     gs = q.global_scale.reshape(-1)
     gs_e = gs[e] if gs.numel() > 1 else gs[0]
     one = NVFP4Tensor(data=q.data[e], scale=scale, global_scale=gs_e.reshape(()),
                       shape=torch.Size(q.shape[1:]), scale_layout="linear")
     return dequantize_nvfp4(one, dtype=dtype)
-
-
-@contextlib.contextmanager
-def _no_tf32():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def _check_weights(w13: NVFP4Tensor, w2: NVFP4Tensor, hidden_size: int) -> tuple[int, int]:
@@ -78,19 +97,10 @@ def moe_reference_slots(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4
     """Unweighted expert outputs ``y_{e_{t,j}}(h_t)`` for every routed slot: [T, k, H] in ``dtype``."""
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    num_e, inter = _check_weights(w13, w2, hidden.shape[-1])
+    num_e, _ = _check_weights(w13, w2, hidden.shape[-1])
     check_routing(hidden, topk_ids, torch.zeros(topk_ids.shape), num_e)
-    t, k = topk_ids.shape
-    x = hidden.to(dtype)
-    flat = topk_ids.reshape(-1).long()
-    out = torch.zeros(t * k, hidden.shape[1], dtype=dtype, device=hidden.device)
-    with _no_tf32():
-        for e in torch.unique(flat).tolist():
-            rows = torch.nonzero(flat == e).squeeze(1)
-            g_u = x[rows // k] @ dequantize_expert(w13, e, dtype).T        # [n, 2I]
-            act = torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]
-            out[rows] = act @ dequantize_expert(w2, e, dtype).T             # [n, H]
-    return out.reshape(t, k, -1)
+    return grouped_moe_forward(hidden.to(dtype), topk_ids, None, num_e, lambda e: dequantize_expert(w13, e, dtype),
+                               lambda e: dequantize_expert(w2, e, dtype), per_slot=True)
 
 
 def moe_reference(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

@@ -45,9 +45,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import SENTINEL, Backend, Needs
+from .base import Backend, Needs
 
-__all__ = ["SENTINEL", "Backend", "Needs", "all_backends", "backend_names", "get_backend", "register"]
+__all__ = ["Backend", "Needs", "all_backends", "backend_names", "get_backend", "register"]
 
 _REGISTRY: dict[str, Backend] = {}
 _DISCOVERED = False

@@ -6,21 +6,17 @@ import importlib.util
 from dataclasses import dataclass
 
 import torch
-
-#: Poison value written into every output buffer before a run: -2**127 is exact in bf16, fp32 and
-#: fp64 (output buffers are never fp16), and no correct MoE output equals it.
-SENTINEL = -(2.0 ** 127)
+from packaging.version import InvalidVersion, Version
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
+    """Release numbers of a version string (``packaging.version``), () when absent or unparsable."""
     if not text:
         return ()
-    out = []
-    for part in text.split("+")[0].split("."):
-        if not part.isdigit():
-            break
-        out.append(int(part))
-    return tuple(out)
+    try:
+        return Version(text).release
+    except InvalidVersion:
+        return ()
 
 
 @dataclass(frozen=True)
