@@ -553,3 +553,77 @@ def test_recorded_flashinfer_065_matches_a_fresh_extraction():
     recorded = load_record("flashinfer-python", "0.6.5")
     assert fresh["sha256"] == recorded["sha256"]
     assert fresh["targets"] == recorded["targets"] and fresh["facts"] == recorded["facts"]
+
+
+# ---- with the REAL FlashInfer importable (a GPU box, or PYTHONPATH=<unpacked wheel>): its own Python-side
+# ---- validation runs on CPU tensors; only the GPU launch is replaced
+
+
+def _real_flashinfer_version():
+    try:
+        import flashinfer.fused_moe  # noqa: F401
+    except Exception:  # noqa: BLE001 - absent, or present but unimportable here
+        return None
+    return _packing.installed_version("flashinfer-python", "flashinfer")
+
+
+_REAL_FI = _real_flashinfer_version()
+needs_real_flashinfer = pytest.mark.skipif(_REAL_FI is None, reason="flashinfer is not importable here")
+
+
+@needs_real_flashinfer
+def test_flashinfer_cutlass_against_the_real_package(monkeypatch, seed):
+    """The real ``cutlass_fused_moe`` accepts the call and checks ``output`` (shape, dtype, device)."""
+    import contextlib
+
+    import flashinfer.fused_moe.core as core
+
+    launched = {}
+
+    class Module:
+        def cutlass_fused_moe(self, *args, **kwargs):
+            launched["args"], launched["kwargs"] = args, kwargs
+            args[0].fill_(1.0)
+            return [args[0]]
+
+    monkeypatch.setattr(core, "get_cutlass_fused_moe_module", lambda *a, **k: Module())
+    if hasattr(core, "get_compute_capability"):
+        monkeypatch.setattr(core, "get_compute_capability", lambda device: (12, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (12, 0))
+    monkeypatch.setattr(core, "device_support_pdl", lambda device: False)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    p = make_moe_problem("tiny", tokens=8, seed=seed, device="cpu")
+    out = torch.full((p.tokens, p.config.H), -(2.0 ** 127), dtype=torch.bfloat16)
+    notes = all_backends()["flashinfer-cutlass"].run(p, out)
+    assert launched and bool((out == 1.0).all()) and notes["flashinfer-python"] == _REAL_FI
+    bad = torch.empty(p.tokens, p.config.H, dtype=torch.float16)
+    with pytest.raises((ValueError, RuntimeError, AssertionError)):  # FlashInfer rejects a wrong output dtype
+        all_backends()["flashinfer-cutlass"].run(p, bad)
+
+
+@needs_real_flashinfer
+@pytest.mark.parametrize("name", ["flashinfer-sm12x-w4a4", "flashinfer-sm12x-w4a16"])
+def test_flashinfer_sm12x_against_the_real_package(monkeypatch, seed, name):
+    """Real prepare_weights, configs and the runner's own ``pack_inputs`` validation; no kernel launch."""
+    import flashinfer.fused_moe as fm
+
+    if _packing._version_tuple(_REAL_FI) < (0, 7, 4):
+        pytest.skip(f"FlashInfer {_REAL_FI} has no SM12x runners")
+    runners = {"SM12xNvfp4Config": fm.SM12xNvfp4Runner, "SM12xNvfp4Bf16Config": fm.SM12xNvfp4Bf16Runner}
+    packed = {}
+
+    class Layer:  # MoELayer needs an SM12x GPU to pick a runner; the runner's input checks run for real
+        def __init__(self, config, device=None):
+            self.config = config
+
+        def __call__(self, act, pack):
+            runner = runners[type(self.config.backend.candidates[0]).__name__](self.config, torch.device("cpu"))
+            runner._built = True
+            packed["inputs"] = runner.pack_inputs(act, pack)
+            return torch.ones(act.hidden_states_q.shape, dtype=torch.bfloat16)
+
+    monkeypatch.setattr(fm, "MoELayer", Layer)
+    p = make_moe_problem("small", tokens=8, seed=seed, device="cpu")
+    out = torch.full((p.tokens, p.config.H), -(2.0 ** 127), dtype=torch.bfloat16)
+    all_backends()[name].run(p, out)
+    assert len(packed["inputs"]) == (12 if name.endswith("w4a4") else 10) and bool((out == 1.0).all())
