@@ -25,7 +25,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from sm120lab import answer, cutlass_smem, results
+from sm120lab import answer, cutlass_smem, recommend, results
 from sm120lab.answer import Answer, Status
 from sm120lab.archflags import matrix as mx
 from sm120lab.archflags.probes import get_probe
@@ -47,6 +47,7 @@ live_compile = True    # recompile a subset here and compare with the recording
 gpu_probes = "auto"    # "auto": run the probes on this machine's CUDA GPU when there is one; False: never
 compile_cutlass = False  # compile FlashInfer's SM120 grouped GEMM sources (~3 min each) instead of reading data/
 jobs = 2
+guide_gpu = "rtx-pro-6000"   # the decision guide's GPU: rtx-pro-6000 | rtx-5090 | dgx-spark
 
 # %%
 # The recorded matrix, the claims it settles, and the recorded CUTLASS shared-storage sizes.
@@ -396,3 +397,18 @@ if gpu is not None:
     _ = results.record("02_arch_flags", {"gpu_probes": gpu})
     _ = results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}":
                                                   "correct" if r.get("ok") else "garbage" for r in gpu["results"]})
+
+
+# %% [markdown]
+# ## 10. What to set: the decision guide (arch flags, toolkit and versions)
+#
+# The part of `sm120lab recommend` this notebook supports, for `guide_gpu`: each item with its
+# evidence level (`sm120-run` only once a run from an SM120 machine is archived in `data/runs/`)
+# and its source. `sm120lab recommend --gpu rtx-pro-6000` (or `rtx-5090`, `dgx-spark`) prints the
+# whole guide.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+guide_topics = ['archflags', 'versions']
+recommend.show(recommend.section(recommend.guide(guide_gpu), guide_topics),
+               title=f"decision guide for {guide_gpu}: {', '.join(guide_topics)}")

@@ -97,9 +97,14 @@ if skipped_no_gpu:
                       "this machine has no CUDA GPU: run this notebook (or `sm120lab check`) on the GPU box"))
 if planted:
     caught = [n for n, r in planted.items() if r.verdict == "garbage"]
-    box.append(Answer("planted faults caught by the harness", f"{len(caught)} of {len(planted)}",
+    broken_experts = {f.name: set(f.expected_experts(problem)) for f in faults}
+    missed = {n: sorted(broken_experts[n] - set(r.flagged_experts)) for n, r in planted.items()
+              if broken_experts[n] - set(r.flagged_experts)}
+    box.append(Answer("planted faults caught by the harness (judged garbage)", f"{len(caught)} of {len(planted)}",
                       Status.ok if len(caught) == len(planted) else Status.bad,
-                      "each judged garbage and localized to the experts it broke (section 5)"))
+                      f"{len(planted) - len(missed)} of {len(planted)} also flag every expert they broke"
+                      + ("" if not missed else "; not flagged: " + ", ".join(f"{n} experts {e}" for n, e in missed.items()))
+                      + " (sections 3 and 4)"))
 answer.show(box, title=f"On this machine: {preset} MoE layer, {tokens} tokens, {routing} routing, {run_on}")
 _ = answer.record(box, "03_grouped_gemm_correctness")
 

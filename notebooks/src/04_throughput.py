@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from sm120lab import answer, results
+from sm120lab import answer, recommend, results
 from sm120lab.answer import Answer, Status
 from sm120lab.roofline import (
     PRECISION_PLANS,
@@ -56,6 +56,7 @@ weight_format = "nvfp4"
 precision = "linear-quantized"
 routing = "uniform"
 measure = "auto"       # "auto": a short MoE-layer sweep on this machine's CUDA GPU when it has one; False: never
+guide_gpu = "rtx-pro-6000"   # the decision guide's GPU: rtx-pro-6000 | rtx-5090 | dgx-spark
 
 # %%
 cfg = get_model(model)
@@ -444,3 +445,18 @@ _ = results.record("04_throughput", {
                                                  "from": efficiency[T]["file"]} for T, p in prediction.items()},
     "measured_here": None if live is None else sweep_path.name,
 })
+
+
+# %% [markdown]
+# ## 9. What to set: the decision guide (expected tok/s and the MoE backend)
+#
+# The part of `sm120lab recommend` this notebook supports, for `guide_gpu`: each item with its
+# evidence level (`sm120-run` only once a run from an SM120 machine is archived in `data/runs/`)
+# and its source. `sm120lab recommend --gpu rtx-pro-6000` (or `rtx-5090`, `dgx-spark`) prints the
+# whole guide.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+guide_topics = ['throughput', 'backend']
+recommend.show(recommend.section(recommend.guide(guide_gpu), guide_topics),
+               title=f"decision guide for {guide_gpu}: {', '.join(guide_topics)}")

@@ -29,7 +29,7 @@ import textwrap
 import pandas as pd
 from rich.console import Console
 
-from sm120lab import answer, doctor, results
+from sm120lab import answer, doctor, recommend, results
 from sm120lab.answer import Answer, Status
 from sm120lab.patches import audit, audit_available
 
@@ -44,6 +44,7 @@ fallback = {"flashinfer-python": ["0.6.5", "0.7.4"]}
 wheelhouse = None      # a folder of .whl files; $SM120LAB_WHEELHOUSE is searched too
 download = True
 show_evidence_for = ["fi-trtllm-launcher-major-ge-10", "fi-cutedsl-mbar-sm120a-1", "fi-compilation-context-arch-suffix"]
+guide_gpu = "rtx-pro-6000"   # the decision guide's GPU: rtx-pro-6000 | rtx-5090 | dgx-spark
 
 # %%
 found = audit_available(packages, fallback=fallback, wheelhouse=wheelhouse, download=download)
@@ -175,3 +176,18 @@ _ = results.record("05_patch_audit", {
     "doctor": {"verdicts": report["verdicts"], "verdicts_if_sm120": report.get("verdicts_if_sm120"),
                "facts": report["facts"]},
 })
+
+
+# %% [markdown]
+# ## 7. What to set: the decision guide (patches and environment variables)
+#
+# The part of `sm120lab recommend` this notebook supports, for `guide_gpu`: each item with its
+# evidence level (`sm120-run` only once a run from an SM120 machine is archived in `data/runs/`)
+# and its source. `sm120lab recommend --gpu rtx-pro-6000` (or `rtx-5090`, `dgx-spark`) prints the
+# whole guide.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+guide_topics = ['patches', 'env']
+recommend.show(recommend.section(recommend.guide(guide_gpu), guide_topics),
+               title=f"decision guide for {guide_gpu}: {', '.join(guide_topics)}")
