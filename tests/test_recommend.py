@@ -363,3 +363,44 @@ def test_nvcc_device_preprocessing_sees_the_suffix(tmp_path):
                               capture_output=True, text=True, check=True)
         outs[s] = [t for f, _, t in parse_preprocessed(proc.stdout) if f.endswith("t.cu")]
     assert "int feat_all;" in outs["120a"] and "int no_feat;" in outs["120f"]
+
+
+def test_ptx_opcode_count():
+    from sm120lab.recommend.arch_suffix import ptx_opcodes
+
+    ptx = """
+.version 8.8
+.target sm_120a
+// comment
+.entry k(
+.param .u64 p)
+{
+\t.reg .b32 %r<4>;
+$L__BB0_1:
+\tadd.s32 %r1, %r2, %r3;
+\t@%p1 bra $L__BB0_1;
+\t@!%p1 mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3 {%f1}, {%r1}, {%r2}, {%f2}, %r3, {0, 0}, %r3, {0, 0};
+\tadd.s32 %r1, %r1, 1;
+\tret;
+}
+"""
+    assert ptx_opcodes(ptx.splitlines()) == {
+        "add.s32": 2, "bra": 1, "ret": 1,
+        "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3": 1}
+
+
+def test_recorded_ptx_comparison_if_present():
+    d = json.loads((data_dir() / "arch_suffix" / "flashinfer-0.6.5.json").read_text())
+    if "ptx" not in d:
+        pytest.skip("recorded without --ptx")
+    p = d["ptx"]
+    assert p["target_lines"] == {"120a": [".target sm_120a"], "120f": [".target sm_120f"]}
+    assert "FINALIZE, 256, 128, 128" in p["instantiation"]
+    # the tensor-core, TMA, barrier and memory instructions are the same under both suffixes
+    assert p["feature_instructions"]["120a"] == p["feature_instructions"]["120f"]
+    assert p["feature_instructions"]["120a"]["mma.sync"] > 0
+    diffs = p["opcode_differences"]
+    assert all(not op.startswith(("mma", "cp.async", "mbarrier", "tensormap", "ld.", "st.")) or op.startswith("ld.param")
+               for op in diffs), diffs
+    assert sum(a for a, _ in diffs.values()) - sum(f for _, f in diffs.values()) == \
+        p["instructions"]["120a"] - p["instructions"]["120f"]

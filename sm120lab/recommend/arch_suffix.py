@@ -290,12 +290,41 @@ def ptx_compare(version: str, *, nvcc: str | None = None, work_dir: Path | None 
         return [ln for ln in lines if not ln.lstrip().startswith(("//", ".target"))]
 
     a, b = body(texts["120a"]), body(texts["120f"])
-    diff = [ln for ln in difflib.unified_diff(a, b, "120a", "120f", n=0, lineterm="")][:40]
+    ops = {k: ptx_opcodes(v) for k, v in texts.items()}
+    keys = sorted(set(ops["120a"]) | set(ops["120f"]))
     return {"unit": _short(str(units[0]), [str(gen_dir) + "/"]), "instantiation": picked[0] if picked else "custom",
             "ptx_lines": {k: len(v) for k, v in texts.items()},
             "target_lines": {k: [ln.strip() for ln in v if ln.lstrip().startswith(".target")] for k, v in texts.items()},
-            "mma_block_scale": {k: sum("mma.sync" in ln and "block_scale" in ln for ln in v) for k, v in texts.items()},
-            "identical": a == b, "differences": diff, "seconds": secs}
+            "instructions": {k: sum(v.values()) for k, v in ops.items()},
+            "feature_instructions": {k: {f: sum(n for op, n in v.items() if op.startswith(f)) for f in FEATURE_OPS}
+                                     for k, v in ops.items()},
+            "opcode_differences": {op: [ops["120a"].get(op, 0), ops["120f"].get(op, 0)] for op in keys
+                                   if ops["120a"].get(op, 0) != ops["120f"].get(op, 0)},
+            "identical": a == b, "seconds": secs}
+
+
+# PTX instructions that carry the kernel's tensor-core, TMA, barrier and memory work
+FEATURE_OPS = ("mma.sync", "cp.async.bulk", "mbarrier", "ldmatrix", "stmatrix", "tensormap", "setmaxnreg",
+               "griddepcontrol", "elect", "fence", "bar.", "ld.shared", "st.shared", "ld.global", "st.global",
+               "red.", "atom.", "shfl", "call")
+
+
+def ptx_opcodes(lines: list[str]) -> dict[str, int]:
+    """Count of each PTX instruction opcode (predicates stripped; directives, labels, comments skipped)."""
+    from collections import Counter
+
+    c: Counter = Counter()
+    for ln in lines:
+        t = ln.strip()
+        if not t or t.startswith(("//", ".", "$", "{", "}", ")", "(")):
+            continue
+        if t.startswith("@"):
+            parts = t.split(None, 1)
+            if len(parts) < 2:
+                continue
+            t = parts[1]
+        c[t.split()[0].rstrip(";")] += 1
+    return dict(c)
 
 
 def device_macros(nvcc: str) -> dict[str, list[str]]:
