@@ -709,3 +709,42 @@ def test_cli_bad_user_spec_file_is_one_line(tmp_path, monkeypatch, capsys, conte
     assert cli_main(["patch", "status", "--site", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "mine.yaml" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+_KILL_MID_WRITE = textwrap.dedent("""
+    import os, signal, sys
+    from sm120lab.cli import main
+    real, n = os.replace, [0]
+    def replace(src, dst):  # die with the temp file of the n-th atomic write complete, before its rename
+        n[0] += 1
+        if n[0] == int(sys.argv[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(src, dst)
+    os.replace = replace
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_kill_inside_every_atomic_write_of_apply_and_revert(fi_old, tmp_path):
+    """Every os.replace of apply (backups, manifests, files) and revert: killed with its temp file
+    written; every file stays old or new and a later revert restores the whole site."""
+    site, tree, specs = _fresh(fi_old, tmp_path / "pristine")
+    before = _hashes(site)
+    planned, _ = engine.plan_apply(tree, specs, THREE_FILES)
+    old = {c.rel: c.old for c in planned}
+    new = {c.rel: c.new for c in planned}
+    for action, n_writes in (("apply", 3 + 1 + 3 + 1), ("revert", 3)):
+        for n in range(1, n_writes + 2):
+            run_site = tmp_path / f"{action}-{n}"
+            shutil.copytree(site, run_site)
+            if action == "revert":
+                engine.apply(locate("flashinfer-python", "flashinfer", run_site), specs, THREE_FILES)
+            args = ["apply", "--only", *THREE_FILES] if action == "apply" else ["revert"]
+            proc = subprocess.run([sys.executable, "-c", _KILL_MID_WRITE, str(n), "patch", *args, "--site", str(run_site)],
+                                  capture_output=True, text=True, timeout=120)
+            assert (proc.returncode == -9) == (n <= n_writes), (action, n, proc.returncode, proc.stderr[-400:])
+            for rel in old:
+                assert (run_site / rel).read_bytes() in (old[rel], new[rel]), (action, n, rel)
+            engine.revert(locate("flashinfer-python", "flashinfer", run_site), specs)
+            assert _hashes(run_site) == before, (action, n)
+            shutil.rmtree(run_site)

@@ -478,6 +478,9 @@ def _check_backups_match(tree: SiteTree) -> None:
         return
     differ = []
     for b in sorted(p for p in backups.rglob("*") if p.is_file() or p.is_symlink()):
+        if b.name.startswith(".") and b.name.endswith(".tmp") and not b.is_symlink():
+            b.unlink()  # the temp file of a backup write that was killed: never a complete backup
+            continue
         rel = b.relative_to(backups).as_posix()
         target = _file(tree, rel)
         if b.is_symlink() or not safe_rel(tree, rel) or not target.is_file() or target.read_bytes() != b.read_bytes():
