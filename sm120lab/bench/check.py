@@ -86,7 +86,7 @@ def check_case(label: str, problem, *, configs=(None,), modes=("w4a16", "w4a4"))
 
     cases = [TritonCase(m) for m in modes if None in configs]
     cases += [TritonCase("w4a16", cc) for cc in configs if cc is not None]
-    result = check(problem, cases, probes=False, keep_output=True)
+    result = check(problem, ["emulated-w4a4", *cases], probes=False, keep_output=True)
     emulated_out = result.reports["emulated-w4a4"].output
     return [_case_row(label, c, result, emulated_out) for c in cases]
 

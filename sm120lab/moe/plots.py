@@ -2,16 +2,20 @@
 
 - :func:`plot_heatmap`: expert x token map of every routed (token, expert) cell (from the per-slot
   probes; blank = not routed), log colour scale, per backend: by default the deviation from the
-  backend's expected numerics (``dev``: ~0 if correct), or ``kind="rel"`` the error vs the reference;
+  backend's expected numerics (``dev``: ~0 if correct), or ``kind="rel"`` the error vs the reference.
+  Cells exactly 0 get their own colour (the colour bar's lower extension), never a clamped value;
+  with ``kind="dev"`` backends whose expected numerics are themselves (``reference``,
+  ``emulated-w4a4``: identically 0) are left out;
 - :func:`plot_expert_bars`: per-expert relative error vs the reference, with the envelope's lines;
-- :func:`plot_histograms`: histogram of per-cell errors vs the reference per backend (log x).
+- :func:`plot_histograms`: histogram of per-cell errors vs the reference per backend (log x); cells
+  exactly 0 cannot sit on a log axis and are counted in the legend instead.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["error_matrix", "plot_heatmap", "plot_expert_bars", "plot_histograms"]
+__all__ = ["SELF_TWINS", "error_matrix", "plot_heatmap", "plot_expert_bars", "plot_histograms"]
 
 
 def error_matrix(report, num_experts: int, kind: str = "dev") -> np.ndarray:
@@ -27,31 +31,41 @@ def error_matrix(report, num_experts: int, kind: str = "dev") -> np.ndarray:
     return m
 
 
-def _floor(x):
-    return np.clip(np.nan_to_num(x, nan=np.nan, posinf=1e3), 1e-8, 1e3)
+#: colour-scale range of the heatmaps (deviation / relative error)
+VMIN, VMAX = 1e-6, 1e3
+#: backends compared with themselves under kind="dev" (their deviation is 0 by construction)
+SELF_TWINS = ("reference", "emulated-w4a4")
+
+
+def _clip_top(x):
+    """Infinite (NaN/untouched) cells to the top of the scale; NaN (not routed) stays blank."""
+    return np.where(np.isposinf(x), VMAX, np.minimum(x, VMAX))
 
 
 def plot_heatmap(result, backends=None, *, kind: str = "dev", max_cols: int = 3):
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    reps = [r for n, r in result.reports.items() if r.cells is not None and (backends is None or n in backends)]
+    reps = [r for n, r in result.reports.items() if r.cells is not None and (backends is None or n in backends)
+            and not (kind == "dev" and n in SELF_TWINS)]
     if not reps:
         return None
     cols = min(max_cols, len(reps))
     rows = -(-len(reps) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False, constrained_layout=True)
     e = result.problem.config.E
+    cmap = plt.get_cmap("magma").with_extremes(under="#4dac26", bad="white")
     for ax, rep in zip(axes.flat, reps):
-        m = _floor(error_matrix(rep, e, kind))
-        im = ax.imshow(m, aspect="auto", interpolation="nearest", norm=LogNorm(vmin=1e-6, vmax=10), cmap="magma")
+        m = error_matrix(rep, e, kind)
+        shown = np.where(m == 0, VMIN / 10, _clip_top(m))  # exact zeros: the "under" colour
+        im = ax.imshow(shown, aspect="auto", interpolation="nearest", norm=LogNorm(vmin=VMIN, vmax=VMAX), cmap=cmap)
         ax.set_title(f"{rep.name}: {rep.verdict}", fontsize=9)
         ax.set_xlabel("token")
         ax.set_ylabel("expert")
     for ax in list(axes.flat)[len(reps):]:
         ax.axis("off")
     label = "deviation from expected numerics" if kind == "dev" else "relative error vs reference"
-    fig.colorbar(im, ax=axes, shrink=0.8, label=label)
+    fig.colorbar(im, ax=axes, shrink=0.8, extend="min", label=f"{label} (green: exactly 0; blank: not routed)")
     return fig
 
 
@@ -65,13 +79,14 @@ def plot_expert_bars(result, backends=None):
     fig, ax = plt.subplots(figsize=(max(6, 0.25 * e), 3.2))
     width = 0.8 / len(reps)
     for i, rep in enumerate(reps):
-        ax.bar(np.arange(e) + i * width, _floor(rep.per_expert), width=width, label=rep.name)
+        ax.bar(np.arange(e) + i * width, _clip_top(np.nan_to_num(rep.per_expert, nan=0.0)), width=width,
+               label=rep.name)
     env = result.envelope
     ax.axhline(env.correct_rel, ls="--", c="g", lw=1, label="correct band (1.5 e_a)")
     ax.axhline(env.garbage_rel, ls="--", c="r", lw=1, label="garbage")
     ax.set_yscale("log")
     ax.set_xlabel("expert")
-    ax.set_ylabel("per-expert relative error")
+    ax.set_ylabel("per-expert relative error vs reference")
     ax.legend(fontsize=7, ncol=2)
     return fig
 
@@ -85,7 +100,10 @@ def plot_histograms(result, backends=None):
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     bins = np.logspace(-8, 3, 56)
     for rep in reps:
-        ax.hist(_floor(rep.cells.rel).ravel(), bins=bins, histtype="step", lw=1.4, label=rep.name)
+        rel = _clip_top(rep.cells.rel.ravel())
+        zeros = int((rel == 0).sum())
+        ax.hist(rel[rel > 0], bins=bins, histtype="step", lw=1.4,
+                label=rep.name + (f" ({zeros} cells exactly 0, not drawn)" if zeros else ""))
     env = result.envelope
     ax.axvline(env.e_a, ls="--", c="g", lw=1, label="e_a (emulated W4A4, whole output)")
     ax.set_xscale("log")
