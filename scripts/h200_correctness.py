@@ -4,8 +4,9 @@ preset for several token counts, and FlashInfer's fp4_quantize diffed byte for b
     python3 scripts/h200_correctness.py --out DIR [--preset qwen3.5-397b-a17b] [--tokens 1 64 1024]
                                         [--skip-flashinfer]
 
-Writes DIR/h200_moe_check.json (one entry per T: problem, envelope, verdicts of reference,
-emulated-w4a4, torch-bf16 and the skip lines of the others) and DIR/h200_fp4_quantize.json, each
+Writes DIR/h200_moe_check.json (one entry per T: problem with its seed, the ``sm120lab check``
+command that replays it, envelope, verdicts of reference, emulated-w4a4, torch-bf16 and the skip
+lines of the others) and DIR/h200_fp4_quantize.json, each
 with ``envinfo.collect()`` and the command, as soon as each part is done. Runs on CPU too (small
 presets) for a dry run.
 """
@@ -22,8 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sm120lab.atomic_io import write_json_atomic  # noqa: E402
+from sm120lab.cmdline import command_line  # noqa: E402
 from sm120lab.envinfo import collect  # noqa: E402
-
+from sm120lab.moe.harness import default_device  # noqa: E402
 
 DEFAULT_BACKENDS = ["reference", "emulated-w4a4", "torch-bf16", "flashinfer-cutlass", "flashinfer-sm12x-w4a4",
                     "flashinfer-sm12x-w4a16", "vllm-cutlass-fp4", "vllm-marlin"]
@@ -45,8 +47,8 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    command = "python3 scripts/h200_correctness.py " + " ".join(sys.argv[1:])
+    device = default_device()
+    command = command_line("python3 scripts/h200_correctness.py", sys.argv[1:])
     env = collect()
 
     from sm120lab.moe import make_moe_problem

@@ -102,7 +102,8 @@ def test_check_exits_nonzero_when_every_backend_was_skipped(capsys):
 def test_check_unwritable_json_is_one_line(tmp_path):
     from sm120lab.cli import main
 
-    for bad, word in ((tmp_path / "missing" / "out.json", "does not exist"), (tmp_path, "directory")):
+    (tmp_path / "file.txt").write_text("x")
+    for bad, word in ((tmp_path / "file.txt" / "out.json", "not a directory"), (tmp_path, "directory")):
         with pytest.raises(SystemExit) as exc:
             main(["check", "--tokens", "4", "--device", "cpu", "--backend", "reference", "--json", str(bad)])
         msg = str(exc.value.code)

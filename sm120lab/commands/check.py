@@ -53,16 +53,22 @@ def _fmt(v) -> str:
 
 
 def _json_target(path: str | None) -> Path | None:
-    """Refuse an unwritable ``--json`` before the run (one line), not after it."""
+    """Refuse an unwritable ``--json`` before the run (one line), not after it.
+
+    Missing parent directories are created by the writer, so the nearest existing ancestor must be
+    a writable directory.
+    """
     if path is None:
         return None
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise SystemExit(f"--json: expected a file path, got the directory {path!r}")
-    if not parent.is_dir():
-        raise SystemExit(f"--json: expected a file in an existing directory, but {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SystemExit(f"--json: expected a path in a directory, but {str(ancestor)!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise SystemExit(f"--json: {path!r} is not writable (permission denied)")
     return target
 
