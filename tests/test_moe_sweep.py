@@ -21,18 +21,18 @@ CI_PROBLEMS_PER_FAMILY = 17
 
 def test_false_alarm_sweep_tiny(seed):
     """>= 100 fresh tiny problems: 0 false garbage, every required fault caught and localized."""
-    rec = false_alarm_sweep(("tiny",), FAMILIES, CI_PROBLEMS_PER_FAMILY, seed)
-    tot = rec["totals"]
+    record = false_alarm_sweep(("tiny",), FAMILIES, CI_PROBLEMS_PER_FAMILY, seed)
+    tot = record["totals"]
     assert tot["problems"] == len(FAMILIES) * CI_PROBLEMS_PER_FAMILY >= 100
-    assert tot["false_garbage"] == 0 and tot["false_errors"] == 0, rec["failures"][:5]
-    assert tot["required_faults_not_localized"] == 0, rec["failures"][:5]
+    assert tot["false_garbage"] == 0 and tot["false_errors"] == 0, record["failures"][:5]
+    assert tot["required_faults_not_localized"] == 0, record["failures"][:5]
     for name in ("reference", "emulated-w4a4", "torch-bf16", "variant-bf16-accumulate",
                  "variant-reversed-expert-order"):
         assert tot["verdicts"][name] == {"correct": tot["problems"]}, (name, tot["verdicts"][name])
     # more precise weights: never garbage; degraded (format mismatch) where they leave the NVFP4 band
     for name in ("variant-fp8-rowwise-weights", "variant-bf16-weights"):
         assert set(tot["verdicts"][name]) <= {"correct", "degraded"}, tot["verdicts"][name]
-    assert len(rec["problems"]) == tot["problems"] and rec["seeds"]["first"] == seed
+    assert len(record["problems"]) == tot["problems"] and record["seeds"]["first"] == seed
 
 
 #: tiny problems on which the fixed 0.5 cell limit judged FP8-rowwise weights ``garbage`` (found with

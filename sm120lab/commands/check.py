@@ -97,22 +97,22 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
     presets = [p for p in args.preset.split(",") if p]
     families = list(FAMILIES) if args.routing == "all" else [r for r in args.routing.split(",") if r]
     try:
-        rec = false_alarm_sweep(presets, families, args.sweep, args.seed, device,
+        record = false_alarm_sweep(presets, families, args.sweep, args.seed, device,
                                 progress=lambda xs: tqdm(xs, desc="sweep", unit="problem", file=sys.stderr))
     except ValueError as exc:
         print(f"bad arguments: {exc}", file=sys.stderr)
         return 2
-    tot = rec["totals"]
+    tot = record["totals"]
     print(f"false-alarm sweep: {tot['problems']} problems ({', '.join(presets)} x {', '.join(families)}, "
           f"{args.sweep} each, seeds {args.seed}..{args.seed + args.sweep - 1}, {device})")
     for name, counts in tot["verdicts"].items():
         print(f"  {name:32s} " + " ".join(f"{v}={n}" for v, n in sorted(counts.items())))
     print(f"false garbage: {tot['false_garbage']}; required faults not caught and localized: "
           f"{tot['required_faults_not_localized']}")
-    for f in rec["failures"][:10]:
+    for f in record["failures"][:10]:
         print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
     if target is not None:
-        _write_json(target, rec, args)
+        _write_json(target, record, args)
     return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
 
 
