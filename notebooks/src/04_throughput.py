@@ -213,9 +213,12 @@ for _, r in ceil_table[ceil_table["B"].isna()].iterrows():
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
-for g, grp in ok_rows.groupby("gpu", sort=False):
-    ax.plot(grp["B"], grp["per_user_tok_s"], "o-", label=g + ("" if grp["fits"].all() else " (does not fit)"))
+for (g, grp), marker in zip(ok_rows.groupby("gpu", sort=False), "osD^v"):
+    fits = grp["fits"].all()
+    ax.plot(grp["B"], grp["per_user_tok_s"], marker=marker, ls="-" if fits else ":", mfc="none" if fits else None,
+            label=g + ("" if fits else " (does not fit: dotted)"))
 ax.set_xscale("log", base=2)
+ax.set_xticks(concurrency, [str(b) for b in concurrency])
 ax.set_xlabel("concurrent users B")
 ax.set_ylabel("per-user ceiling, tok/s")
 ax.set_title(f"{cfg.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user")
