@@ -748,3 +748,37 @@ def test_kill_inside_every_atomic_write_of_apply_and_revert(fi_old, tmp_path):
             engine.revert(locate("flashinfer-python", "flashinfer", run_site), specs)
             assert _hashes(run_site) == before, (action, n)
             shutil.rmtree(run_site)
+
+
+def test_one_extraction_cache_from_a_wheelhouse_offline(tmp_path, monkeypatch):
+    """A synthetic wheel in a wheelhouse: found by parse_wheel_filename (other names ignored),
+    members and prefixes extracted into one folder, a '../' member never written, absent members
+    remembered, and a second request served without opening any wheel."""
+    from sm120lab import pypi_wheels as pw
+
+    monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(pw.WHEELHOUSE_ENV, raising=False)
+    house = tmp_path / "house"
+    house.mkdir()
+    members = {"demo_pkg/__init__.py": b"x = 1\n", "demo_pkg/sub/a.h": b"// a\n",
+               "demo_pkg-1.0.dist-info/METADATA": b"Name: demo-pkg\nVersion: 1.0\n", "../evil.py": b"boom"}
+    with zipfile.ZipFile(house / "demo_pkg-1.0-py3-none-any.whl", "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    (house / "demo_pkg-2.0-py3-none-any.whl.part").write_bytes(b"")
+    (house / "demo-pkg.whl").write_bytes(b"")  # not a valid wheel file name
+    assert pw.find_wheel("Demo_Pkg", "1.0", wheelhouse=house).name == "demo_pkg-1.0-py3-none-any.whl"
+    assert pw.find_wheel("demo-pkg", "2.0", wheelhouse=house) is None
+    root = pw.extract("demo-pkg", "1.0", members=["demo_pkg/__init__.py", "demo_pkg/missing.py"], wheelhouse=house)
+    assert (root / "demo_pkg/__init__.py").read_bytes() == b"x = 1\n" and not (root / "demo_pkg/sub/a.h").exists()
+    assert (root / "demo_pkg-1.0.dist-info/METADATA").is_file()
+    assert not (tmp_path / "cache" / "wheels" / "evil.py").exists() and not list(tmp_path.rglob("evil.py"))
+    assert pw.fetch_wheel("demo-pkg", "1.0", only=("demo_pkg/sub/",), wheelhouse=house) == root
+    assert (root / "demo_pkg/sub/a.h").read_bytes() == b"// a\n"
+    monkeypatch.setattr(pw, "download_wheel", lambda *a, **k: pytest.fail("served from the cache"))
+    assert pw.extract("demo-pkg", "1.0", members=["demo_pkg/missing.py", "demo_pkg/sub/a.h"]) == root
+    for bad in (("demo-pkg", "not a version"), ("", "1.0")):
+        with pytest.raises(ValueError, match="version|dist"):
+            pw.extract(*bad)
+    with pytest.raises(ValueError, match="members"):
+        pw.extract("demo-pkg", "1.0", members=["../evil.py"])

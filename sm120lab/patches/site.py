@@ -9,10 +9,11 @@ with ``--site``.
 from __future__ import annotations
 
 import importlib.util
-import re
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 
 class SiteError(RuntimeError):
@@ -27,19 +28,15 @@ class SiteTree:
     installed: bool  # found through the running interpreter (not --site)
 
 
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 def dist_info_version(root: Path, package: str) -> str | None:
     """Version from ``<root>/<package>-*.dist-info/METADATA`` (name compared PEP 503-style)."""
-    want = _canon(package)
+    want = canonicalize_name(package)
     for d in sorted(Path(root).glob("*.dist-info")):
         meta = d / "METADATA"
         if not meta.is_file():
             continue
         headers = HeaderParser().parsestr(meta.read_text(encoding="utf-8", errors="replace"))
-        if _canon(headers.get("Name", "")) == want and headers.get("Version"):
+        if canonicalize_name(headers.get("Name", "")) == want and headers.get("Version"):
             return headers["Version"].strip()
     return None
 
