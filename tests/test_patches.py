@@ -782,3 +782,16 @@ def test_one_extraction_cache_from_a_wheelhouse_offline(tmp_path, monkeypatch):
             pw.extract(*bad)
     with pytest.raises(ValueError, match="members"):
         pw.extract("demo-pkg", "1.0", members=["../evil.py"])
+
+
+def test_revert_failing_on_a_later_file_leaves_everything_patched(fi_old, tmp_path, monkeypatch):
+    site, tree, specs = _fresh(fi_old, tmp_path / "site")
+    out = engine.apply(tree, specs, THREE_FILES)
+    snapshot = _hashes(site)
+    _fail_on(monkeypatch, out.changes[2].rel)
+    with pytest.raises(engine.PatchError, match="every file is as it was before this revert"):
+        engine.revert(tree, specs)
+    assert _hashes(site) == snapshot  # files still patched, manifest and backups kept
+    monkeypatch.undo()
+    engine.revert(tree, specs)
+    assert all((site / c.rel).read_bytes() == c.old for c in out.changes)

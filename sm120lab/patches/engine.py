@@ -452,22 +452,26 @@ def revert(tree: SiteTree, specs: SpecSet | None = None, dry_run: bool = False) 
         for rel in manifest["files"]:
             sweep_temps(_file(tree, rel))
         _check_backups_match(tree)
-        _step()
-        shutil.rmtree(state_dir(tree))
-        _prune_empty(tree)
     except (OSError, PatchError) as exc:
-        undone = []
+        stuck = []
         for c in reversed(written):  # all or nothing: put the patched bytes back
             try:
                 write_bytes_atomic(_file(tree, c.rel), c.old)
             except OSError:
-                undone.append(c.rel)
-        if isinstance(exc, PatchError) and not undone:
+                stuck.append(c.rel)
+        if isinstance(exc, PatchError) and not stuck:
             raise
         raise PatchError(f"could not revert {tree.root} ({type(exc).__name__}: {exc}); "
-                         + (f"these files are restored, the rest still patched: {', '.join(undone)}; "
-                            if undone else "every file is as it was before this revert; ")
+                         + (f"these files could not be put back and are original now: {', '.join(stuck)}; "
+                            if stuck else "every file is as it was before this revert; ")
                          + f"the manifest and backups under {state_dir(tree)} are kept") from exc
+    try:  # every file is original and equals its backup: the backups can go
+        _step()
+        shutil.rmtree(state_dir(tree))
+        _prune_empty(tree)
+    except OSError as exc:
+        raise PatchError(f"every file is restored, but {state_dir(tree)} could not be deleted ({exc}); "
+                         "delete it by hand") from exc
     return out
 
 
