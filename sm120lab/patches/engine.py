@@ -455,8 +455,11 @@ def revert(tree: SiteTree, specs: SpecSet | None = None, dry_run: bool = False) 
     except (OSError, PatchError) as exc:
         stuck = []
         for c in reversed(written):  # all or nothing: put the patched bytes back
+            path = _file(tree, c.rel)
             try:
-                write_bytes_atomic(_file(tree, c.rel), c.old)
+                if not path.is_file() or path.read_bytes() != c.old:
+                    write_bytes_atomic(path, c.old)
+                sweep_temps(path)
             except OSError:
                 stuck.append(c.rel)
         if isinstance(exc, PatchError) and not stuck:
