@@ -110,17 +110,18 @@ def test_w4a16_swizzled_scales_and_big_block_m(seed):
 
 @needs_interp
 @pytest.mark.parametrize("routing,tokens,cfg_name,layout", [
-    ("uniform", 5, "d16x64w4s1", "linear"), ("hot", 7, "d32x64w4s1o", "swizzled"), ("single", 1, "d64x64w4s1", "linear")])
+    ("uniform", 5, "d16x64w4s1", "linear"), ("hot", 7, "d16x64w4s1o", "swizzled"), ("single", 1, "d8x4w1s1p2", "linear")])
 def test_packed_decode_matches_fp64_reference(routing, tokens, cfg_name, layout, seed):
     """The decode kernel (portable path under the interpreter) on prepared weights, poisoned outputs."""
     from sm120lab.constants import SENTINEL
-    from sm120lab.kernels.moe_configs import DECODE_CONFIGS
+    from sm120lab.kernels.moe_configs import DECODE_CONFIGS, DecodeConfig
     from sm120lab.kernels.prepack import prepare_moe_weights
 
     p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=seed)
     w13, w2 = (p.w13, p.w2) if layout == "linear" else (p.w13_swizzled, p.w2_swizzled)
     packed = prepare_moe_weights(w13, w2)
-    cfg = DECODE_CONFIGS[cfg_name]
+    # d8x4w1s1p2: 4 words per step, so the tiny shapes run several K steps with 2 tiles in flight
+    cfg = DECODE_CONFIGS.get(cfg_name) or DecodeConfig(8, 4, 1, DEPTH=2)
     out = torch.full((tokens, p.config.H), SENTINEL, dtype=torch.bfloat16)
     fm.fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, packed, decode=True, decode_configs=(cfg, cfg),
                         out=out, _poison=True)

@@ -57,9 +57,10 @@ class Variant:
     min_triton: str = ""
 
 
-_MEASURED_36 = "3.6.0 (compiled with 3.6.0 and 3.9.0; older not tried)"
-_NATIVE_MIN = ("3.6.0 (3.6.0 and 3.9.0 lower it to the block-scaled mma; 3.5.1 and 3.4.0 fail in "
-               "TritonGPUAccelerateMatmul)")
+_MEASURED_36 = "3.6.0 (compiled for sm_120 and sm_121 with 3.6.0 and 3.9.0; older not tried)"
+_NATIVE_MIN = ("sm_120: 3.6.0 (3.6.0 and 3.9.0 lower it to the block-scaled mma; 3.5.1 and 3.4.0 fail in "
+               "TritonGPUAccelerateMatmul); sm_121: 3.9.0 (3.6.0 fails: 'PassManager::run failed', "
+               "data/triton_aot/sm120_triton3.6.0.json)")
 
 
 def _variants() -> tuple[Variant, ...]:
@@ -79,7 +80,7 @@ def _variants() -> tuple[Variant, ...]:
 
 
 #: what the fast CI test recompiles to check the committed table is reproducible
-SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m64n64k128w4s3"), ("w13_decode", "d32x64w4s1"))
+SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m64n64k128w4s3"), ("w13_decode", "d16x64w4s1"))
 
 
 def source_hash() -> str:
@@ -168,15 +169,30 @@ def loop_mix(sass: str) -> dict | None:
     return best
 
 
-def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: int, num_stages: int) -> dict:
-    """Compile ``fn`` for ``sm_<cc>``; returns shared bytes, registers, spills, key PTX facts, SASS."""
+def divisibility_attrs(fn, constexprs: dict, divisible: tuple[str, ...]) -> dict:
+    """``tt.divisibility=16`` for every pointer and for the integer arguments in ``divisible``: what
+    Triton's launcher specializes at run time for 16-byte-aligned tensors and multiples of 16 (the
+    model shape's sizes and strides), so the AOT code vectorizes its loads as the GPU run does."""
+    attrs = {}
+    for i, name in enumerate(fn.arg_names):
+        if name not in constexprs and (name.endswith("_ptr") or name in divisible):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    return attrs
+
+
+def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: int, num_stages: int,
+                   divisible: tuple[str, ...] = ()) -> dict:
+    """Compile ``fn`` for ``sm_<cc>``; returns shared bytes, registers, spills, key PTX facts, SASS.
+
+    ``divisible``: integer arguments that are multiples of 16 at run time (:func:`divisibility_attrs`)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     if not isinstance(fn, triton.runtime.jit.JITFunction):
         raise RuntimeError("the kernels were imported under TRITON_INTERPRET=1; compile in a fresh process")
-    src = ASTSource(fn=fn, signature=signature(fn, ptr_types, constexprs), constexprs=constexprs)
+    src = ASTSource(fn=fn, signature=signature(fn, ptr_types, constexprs), constexprs=constexprs,
+                    attrs=divisibility_attrs(fn, constexprs, divisible))
     t0 = time.perf_counter()
     k = triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps,
                                                                        "num_stages": num_stages})
@@ -223,13 +239,17 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         ce.update(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DOT_F32=False,
                   FAST=cfg.FAST and ce["A_MODE"] != _A_FP4_NATIVE)
         ptrs = _gemm_ptrs(ce["A_MODE"], ce["FUSE_SILU"])
+        div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
+               "stride_om")
     else:
         from .moe_decode import moe_w4a16_decode_kernel as fn
 
-        ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, INTERPRET=False)
+        ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, DEPTH=cfg.DEPTH,
+                  INTERPRET=False)
         ptrs = _decode_ptrs(ce["FUSE_SILU"])
+        div = ("N", "KW", "n_up", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_om")
     row = {"kernel": variant, "config": config_key(variant, cfg), "min_triton": v.min_triton,
-           **compile_kernel(fn, ptrs, ce, cc, cfg.num_warps, cfg.num_stages)}
+           **compile_kernel(fn, ptrs, ce, cc, cfg.num_warps, cfg.num_stages, div)}
     sass = row.pop("_sass")
     if v.kernel == "decode" and sass:
         mix = loop_mix(sass)
@@ -261,7 +281,8 @@ def compile_sort(cc: int) -> dict:
 
     ptrs = {"topk_ids_ptr": "*i64", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "counts_ptr": "*i32",
             "cursor_ptr": "*i32"}
-    row = compile_kernel(moe_sort_kernel, ptrs, {"BLOCK_M": 16, "E_POW2": 512, "CHUNK": 1024, "BCHUNK": 32}, cc, 4, 1)
+    row = compile_kernel(moe_sort_kernel, ptrs, {"BLOCK_M": 16, "E_POW2": 512, "CHUNK": 1024, "BCHUNK": 32}, cc, 4, 1,
+                         ("num_experts",))
     row.pop("_sass")
     return {"kernel": "moe_sort", "config": "E512_chunk1024", **row}
 
@@ -270,7 +291,8 @@ def compile_quant(cc: int) -> dict:
     from .nvfp4_tl import nvfp4_quantize_rows_kernel
 
     ptrs = {"x_ptr": "*bf16", "gs_ptr": "*fp32", "q_ptr": "*u8", "s_ptr": "*u8"}
-    row = compile_kernel(nvfp4_quantize_rows_kernel, ptrs, {"BLOCK_G": 64}, cc, 4, 1)
+    row = compile_kernel(nvfp4_quantize_rows_kernel, ptrs, {"BLOCK_G": 64}, cc, 4, 1,
+                         ("n_cols", "stride_x", "stride_q", "stride_s"))
     row.pop("_sass")
     return {"kernel": "nvfp4_quantize_rows", "config": "G64", **row}
 

@@ -54,41 +54,47 @@ CONFIGS: dict[str, GemmConfig] = {c.name: c for c in (
 class DecodeConfig:
     """Tile of the decode kernel (:mod:`.moe_decode`): ``BLOCK_N`` weight rows per program (w13:
     half gate, half up), ``BLOCK_KW`` int32 words (8 codes each) per row per loop step;
-    ``SORTED``: rows come from the expert sort (one expert's rows back to back) instead of token order."""
+    ``SORTED``: rows come from the expert sort (one expert's rows back to back) instead of token order;
+    ``DEPTH``: weight tiles loaded ahead of the one being computed (1 or 2)."""
 
     BLOCK_N: int
     BLOCK_KW: int
     num_warps: int
     num_stages: int = 1
     SORTED: bool = False
+    DEPTH: int = 1
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     @property
     def name(self) -> str:
-        return f"d{self.BLOCK_N}x{self.BLOCK_KW}w{self.num_warps}s{self.num_stages}" + ("o" if self.SORTED else "")
+        return (f"d{self.BLOCK_N}x{self.BLOCK_KW}w{self.num_warps}s{self.num_stages}" + ("o" if self.SORTED else "")
+                + (f"p{self.DEPTH}" if self.DEPTH != 1 else ""))
 
 
 #: decode candidates (every one also compiled ahead of time for sm_120/121)
 DECODE_CONFIGS: dict[str, DecodeConfig] = {c.name: c for c in (
+    DecodeConfig(8, 64, 2),
     DecodeConfig(16, 64, 4),
-    DecodeConfig(32, 64, 4),
-    DecodeConfig(32, 128, 4),
-    DecodeConfig(64, 64, 4),
-    DecodeConfig(32, 64, 4, SORTED=True),
-    DecodeConfig(64, 64, 4, SORTED=True),
+    DecodeConfig(16, 64, 2),
+    DecodeConfig(8, 64, 2, DEPTH=2),
+    DecodeConfig(8, 32, 1, DEPTH=2),
+    DecodeConfig(16, 64, 2, DEPTH=2),
+    DecodeConfig(16, 32, 2, DEPTH=2),
+    DecodeConfig(16, 64, 4, SORTED=True),
 )}
 
-#: the decode kernel serves up to this many rows per active expert (T=64 with E=512, k=10: 1.25)
-DECODE_MAX_ROWS_PER_EXPERT = 1.5
+#: the decode kernel serves up to this many rows per active expert (it re-reads an expert's weights
+#: per row: at T=64 with E=512, k=10, 1.25 rows per expert, it measured 1.6x slower than the MMA kernel)
+DECODE_MAX_ROWS_PER_EXPERT = 1.0
 
 
 def pick_decode_configs(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
     """(w13, w2) decode configs: token order (no sort launch) up to 160 slots, else sorted."""
     if num_slots <= 160:
-        return DECODE_CONFIGS["d32x64w4s1"], DECODE_CONFIGS["d32x64w4s1"]
-    return DECODE_CONFIGS["d32x64w4s1o"], DECODE_CONFIGS["d32x64w4s1o"]
+        return DECODE_CONFIGS["d8x64w2s1"], DECODE_CONFIGS["d8x64w2s1"]
+    return DECODE_CONFIGS["d16x64w4s1o"], DECODE_CONFIGS["d16x64w4s1o"]
 
 
 def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:

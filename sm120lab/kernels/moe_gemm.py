@@ -14,7 +14,7 @@ Inner product per K tile (``A_MODE``):
   alpha = ``2**28 / (gs_a * gs_w)`` -- the numerics of ``emulated-w4a4`` (exact GEMM on the
   dequantized operands) up to the order of fp32 additions.
 - 2, W4A4 native: ``tl.dot_scaled(a, sa, "e2m1", w^T, sw, "e2m1")`` with fp8e4nv scales per 16
-  elements, alpha = ``1 / (gs_a * gs_w)``. On sm_120/121 (Triton >= 3.9) this lowers to
+  elements, alpha = ``1 / (gs_a * gs_w)``. On sm_120 (Triton >= 3.6) and sm_121 (Triton >= 3.9) this lowers to
   ``mma.sync...kind::mxf4nvf4.block_scale.scale_vec::4X...ue4m3``. Unverified on SM120 hardware:
   checked only by ahead-of-time compilation (see tests/test_triton_aot.py).
 

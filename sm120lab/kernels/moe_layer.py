@@ -40,7 +40,8 @@ def interpreting() -> bool:
 
 def native_fp4_supported(device: torch.device | str | None = None) -> bool:
     """True where ``tl.dot_scaled`` with NVFP4 (e2m1, fp8e4nv scales / 16) lowers to block-scaled
-    FP4 MMA: sm_100/103 (tcgen05) and sm_120/121 with Triton >= 3.9 (mma.sync kind::mxf4nvf4).
+    FP4 MMA: sm_100/103 (tcgen05), sm_120 with Triton >= 3.6 and sm_121 with Triton >= 3.9 (mma.sync
+    kind::mxf4nvf4; ahead-of-time compiled, data/triton_aot/: Triton 3.6.0 fails for sm_121).
     Never under the interpreter (its NVFP4 dot_scaled misreads the scales, archflags.md)."""
     if interpreting():
         return False
@@ -49,9 +50,11 @@ def native_fp4_supported(device: torch.device | str | None = None) -> bool:
     dev = torch.device(device) if device is not None else torch.device("cuda")
     if dev.type != "cuda":
         return False
-    major, _ = torch.cuda.get_device_capability(dev)
-    ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
-    return major == 10 or (major == 12 and ver >= (3, 9))
+    from packaging.version import Version
+
+    major, minor = torch.cuda.get_device_capability(dev)
+    ver = Version(triton.__version__).release[:2]
+    return major == 10 or (major == 12 and (ver >= (3, 9) or (minor == 0 and ver >= (3, 6))))
 
 
 def _weight_args(w: NVFP4Tensor, name: str, num_experts: int | None = None):
@@ -147,7 +150,7 @@ def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, nu
         n, kw, num_slots, a_row_div, n_up,
         a.stride(0), w.words.stride(0), w.words.stride(1), w.scales.stride(0), w.scales.stride(1), out.stride(0),
         FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=bkw,
-        FAST=fast, INTERPRET=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        FAST=fast, DEPTH=cfg.DEPTH, INTERPRET=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def _packed_gemm_args(p: PackedNVFP4):
