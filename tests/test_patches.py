@@ -795,3 +795,20 @@ def test_revert_failing_on_a_later_file_leaves_everything_patched(fi_old, tmp_pa
     monkeypatch.undo()
     engine.revert(tree, specs)
     assert all((site / c.rel).read_bytes() == c.old for c in out.changes)
+
+
+def test_cli_status_of_a_wheel_file(tmp_path, monkeypatch, capsys):
+    whl = download_wheel("flashinfer-python", FI_NEW)
+    monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))  # extracted from the file, nothing downloaded
+    house = tmp_path / "house"
+    house.mkdir()
+    shutil.copy(whl, house)
+    assert cli_main(["patch", "status", "--wheel", str(house / whl.name)]) == 0
+    out = capsys.readouterr().out
+    assert f"flashinfer-python {FI_NEW}" in out and "upstreamed" in out
+    assert not (tmp_path / "cache" / "wheels" / "dl").exists()
+    (house / "flashinfer_python-0.6.6-py3-none-any.whl").write_bytes(b"not a zip")
+    for bad in (house / "flashinfer_python-0.6.6-py3-none-any.whl", house / "nope.whl", house / "flashinfer_python-9.9-py3-none-any.whl"):
+        assert cli_main(["patch", "status", "--wheel", str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("--wheel:") and len(err.splitlines()) == 1, err

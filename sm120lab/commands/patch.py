@@ -9,6 +9,7 @@ _EPILOG = """examples:
   sm120lab patch status                         # installed flashinfer: every seed patch, classified
   sm120lab patch status --package vllm --evidence
   sm120lab patch status --site ~/.cache/sm120lab/wheels/flashinfer-python-0.6.5
+  sm120lab patch status --wheel wheelhouse/flashinfer_python-0.7.4-py3-none-any.whl   # no install needed
   sm120lab patch apply --dry-run                # unified diffs of the `needed` patches
   sm120lab patch apply --clear-jit-cache
   sm120lab patch revert
@@ -25,6 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--package", default="flashinfer", metavar="NAME",
                    help="flashinfer | vllm | a distribution name with a spec (default: flashinfer)")
     p.add_argument("--site", metavar="PATH", help="an unpacked wheel / site-packages root to use instead of the installed package")
+    p.add_argument("--wheel", metavar="FILE.whl",
+                   help="status: audit this wheel file (only the files the specs touch are extracted, into the cache)")
     p.add_argument("--dry-run", action="store_true", help="apply/revert: show unified diffs, write nothing")
     p.add_argument("--only", nargs="+", metavar="ID", help="apply: these patch ids instead of the default `needed` set")
     p.add_argument("--clear-jit-cache", action="store_true",
@@ -63,6 +66,14 @@ def run(args) -> int:
     if args.only and args.action != "apply":
         err.print("--only: only `apply` takes patch ids; `revert` restores every file it patched, byte for byte")
         return 2
+    if args.wheel:
+        if args.action != "status" or args.site:
+            err.print("--wheel: only `status` audits a wheel file, and not together with --site", markup=False)
+            return 2
+        package, site = _wheel_site(args.wheel, err)
+        if site is None:
+            return 2
+        args.site = site
     import_name = import_name_of(package)
     try:
         tree = locate(package, import_name, args.site)
@@ -119,6 +130,33 @@ def run(args) -> int:
                           f"{cache}/{tree.version}, or rerun with --clear-jit-cache) so the changed "
                           f"sources are compiled[/yellow]")
     return 0
+
+
+def _wheel_site(wheel: str, err):
+    """``(distribution, extracted root)`` for a wheel file, or ``(None, None)`` after a one-line error."""
+    import zipfile
+    from pathlib import Path
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    from ..patches.spec import SpecError
+    from ..patches.wheels import fetch_for_audit
+
+    path = Path(wheel).expanduser()
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename:
+        err.print(f"--wheel: {wheel} is not a wheel file name (expected NAME-VERSION-TAGS.whl)", markup=False)
+        return None, None
+    if not path.is_file():
+        err.print(f"--wheel: {wheel} does not exist", markup=False)
+        return None, None
+    try:
+        return str(name), fetch_for_audit(str(name), str(version), wheelhouse=path.parent.resolve())
+    except (SpecError, OSError, ValueError, RuntimeError, zipfile.BadZipFile) as exc:
+        err.print(f"--wheel: {wheel}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                  markup=False)
+        return None, None
 
 
 def _short(path: str) -> str:
