@@ -116,6 +116,12 @@ def test_arch_suffix_row():
     for v in ("0.6.5", "0.7.4"):
         d = json.loads((data_dir() / "arch_suffix" / f"flashinfer-{v}.json").read_text())
         assert d["all_identical"] and not d["control"]["identical"]
+    ptx = json.loads((data_dir() / "arch_suffix" / "flashinfer-0.6.5.json").read_text())["ptx"]
+    fa, ff = ptx["feature_instructions"]["120a"], ptx["feature_instructions"]["120f"]
+    assert fa == ff and f"same {fa['mma.sync']} block-scaled MMAs" in row
+    n = ptx["instructions"]
+    assert f"({n['120a']:,} vs {n['120f']:,} instructions, the faster 120f build has more)" in row
+    assert n["120f"] > n["120a"]
     pub = list(csv.DictReader((data_dir() / "published" / "tok_s.csv").open()))
     seed = {(r["backend"], r["concurrency"]): r for r in pub if r["gpu"] == "rtx-pro-6000"}
     assert seed[("FlashInfer CUTLASS 120a", "1")]["tok_s_low"] == "14.6"

@@ -111,6 +111,13 @@ def arch_suffix_facts() -> dict[str, str]:
         same = sum(u["identical"] for u in d["units"])
         out[key] = f"{same} of {len(d['units'])}"
     p = data_dir() / "arch_suffix" / ARCH_SUFFIX_FILE.format(version="0.6.5")
+    ptx = _load(p).get("ptx") if p.exists() else None
+    if ptx:
+        fa, ff = ptx["feature_instructions"]["120a"], ptx["feature_instructions"]["120f"]
+        same = "the same" if fa == ff else "DIFFERENT"
+        out["suffix_ptx"] = (f"{ptx['instructions']['120a']:,} vs {ptx['instructions']['120f']:,} PTX instructions "
+                             f"(120a vs 120f) with {same} {fa['mma.sync']} block-scaled MMAs and TMA, barrier and "
+                             "memory instructions")
     env_lines = [u for u in _load(p)["python_uses"] if u.startswith("flashinfer/jit/env.py")] if p.exists() else []
     out["jit_cache_key"] = env_lines[0].split(": ", 1)[0] if env_lines else "flashinfer/jit/env.py"
     return out
