@@ -812,3 +812,35 @@ def test_cli_status_of_a_wheel_file(tmp_path, monkeypatch, capsys):
         assert cli_main(["patch", "status", "--wheel", str(bad)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("--wheel:") and len(err.splitlines()) == 1, err
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_apply_is_all_or_nothing_for_any_patch_set_and_failing_file(fi_old, tmp_path_factory, data):
+    base = tmp_path_factory.mktemp("aon")
+    site, tree, specs = _fresh(fi_old, base / "site")
+    by_file = {}
+    for p in _own_ids(specs):
+        by_file.setdefault(p.file, p.id)
+    ids = data.draw(st.lists(st.sampled_from(sorted(by_file.values())), min_size=2, max_size=6, unique=True))
+    planned, _ = engine.plan_apply(tree, specs, ids)
+    before = _hashes(site)
+    victim = data.draw(st.sampled_from([c.rel for c in planned]))
+    real = engine.write_bytes_atomic
+
+    def write(path, payload, **kw):
+        if str(path).endswith(victim) and engine.STATE_DIR not in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, payload, **kw)
+    engine.write_bytes_atomic = write
+    try:
+        with pytest.raises(engine.PatchError, match="every file was restored"):
+            engine.apply(tree, specs, ids)
+    finally:
+        engine.write_bytes_atomic = real
+    assert _hashes(site) == before
+    engine.apply(tree, specs, ids)
+    assert all((site / c.rel).read_bytes() == c.new for c in planned)
+    engine.revert(tree, specs)
+    assert _hashes(site) == before
+    shutil.rmtree(base)
