@@ -1,7 +1,7 @@
 """The README's guide table and findings table agree with the recorded data they name.
 
 When a recorded file changes, these tests say which README number to update; the guide table is
-regenerated with ``sm120lab recommend --gpu rtx-pro-6000 --markdown``.
+regenerated with ``sm120lab recommend --update-readme README.md``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_readme_opens_with_the_guide_for_the_seed_setup():
     assert m, "README: no guide block"
     assert text.index("<!-- guide:start -->") < text.index("## What the workbook found")
     expected = recommend.to_markdown(recommend.guide("rtx-pro-6000", runs_root=data_dir() / "runs"))
-    assert m.group(1) == expected, "README guide table is stale: paste `sm120lab recommend --markdown`"
+    assert m.group(1) == expected, "README guide table is stale: run `sm120lab recommend --update-readme README.md`"
     s = recommend.resolve_setup("rtx-pro-6000")
     assert (s.model, s.tp, s.pp, s.users) == ("qwen3.5-397b-a17b", 2, 2, 1)
     assert "4x RTX PRO 6000, TP2 PP2" in text

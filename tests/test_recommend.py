@@ -406,3 +406,17 @@ def test_recorded_ptx_comparison_if_present():
                for op in diffs), diffs
     assert sum(a for a, _ in diffs.values()) - sum(f for _, f in diffs.values()) == \
         p["instructions"]["120a"] - p["instructions"]["120f"]
+
+
+def test_update_readme_rewrites_only_the_guide_block(tmp_path):
+    f = tmp_path / "README.md"
+    f.write_text("# t\n\n<!-- guide:start -->\nold\n<!-- guide:end -->\n\ntail\n")
+    assert cli_main(["recommend", "--gpu", "rtx-5090", "--update-readme", str(f)]) == 0
+    text = f.read_text()
+    table = recommend.to_markdown(recommend.guide("rtx-5090"))
+    assert text == "# t\n\n<!-- guide:start -->\n" + table + "\n<!-- guide:end -->\n\ntail\n"
+    f.write_text("no markers")
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["recommend", "--update-readme", str(f)])
+    assert str(exc.value.code).startswith("--update-readme:")
+    assert f.read_text() == "no markers"

@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", default=None, help="folder of archived run folders (default data/runs)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the items as JSON")
     p.add_argument("--markdown", action="store_true", help="print a markdown table instead (as in the README)")
+    p.add_argument("--update-readme", default=None, metavar="FILE",
+                   help="rewrite the table between <!-- guide:start --> and <!-- guide:end --> in FILE")
     p.set_defaults(func=main)
 
 
@@ -67,6 +69,17 @@ def main(args: argparse.Namespace) -> int:
     setup = asdict(recommend.resolve_setup(gpu, model=args.model, tp=args.tp, pp=args.pp, users=args.users))
     title = (f"sm120lab recommend: {gpu}, {setup['model']}, TP{setup['tp']} PP{setup['pp']}, "
              f"{setup['users']} user(s)")
+    if args.update_readme:
+        from ..atomic_io import write_text_atomic
+        from ..recommend.render import replace_guide_block
+
+        try:
+            text = open(args.update_readme, encoding="utf-8").read()
+            write_text_atomic(args.update_readme, replace_guide_block(text, items))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise SystemExit(f"--update-readme: {args.update_readme}: {getattr(exc, 'strerror', None) or exc}") from None
+        print(f"updated the guide table in {args.update_readme} ({len(items)} items)")
+        return 0
     if args.markdown:
         print(recommend.to_markdown(items))
     else:

@@ -40,6 +40,22 @@ def to_markdown(items: list[Item]) -> str:
     return "\n".join(lines)
 
 
+GUIDE_START, GUIDE_END = "<!-- guide:start -->", "<!-- guide:end -->"
+
+
+def replace_guide_block(text: str, items: list[Item]) -> str:
+    """``text`` with the table between ``<!-- guide:start -->`` and ``<!-- guide:end -->`` replaced
+    by :func:`to_markdown` of ``items``.
+
+    Raises:
+        ValueError: the markers are missing or out of order.
+    """
+    i, j = text.find(GUIDE_START), text.find(GUIDE_END)
+    if i < 0 or j < i:
+        raise ValueError(f"expected one '{GUIDE_START}' ... '{GUIDE_END}' block")
+    return text[: i + len(GUIDE_START)] + "\n" + to_markdown(items) + "\n" + text[j:]
+
+
 def to_html(items: list[Item]) -> str:
     with_here = any(it.here for it in items)
     cols = list(COLUMNS)
