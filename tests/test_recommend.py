@@ -420,3 +420,13 @@ def test_update_readme_rewrites_only_the_guide_block(tmp_path):
         cli_main(["recommend", "--update-readme", str(f)])
     assert str(exc.value.code).startswith("--update-readme:")
     assert f.read_text() == "no markers"
+
+
+def test_html_table_escapes_and_keeps_every_item():
+    from sm120lab.recommend.render import to_html
+
+    items = recommend.guide("rtx-pro-6000")
+    items[0].why = "<script>x</script> & more"
+    html = to_html(items)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert html.count("<tr>") == len(items) + 1
