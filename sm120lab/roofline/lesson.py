@@ -187,7 +187,7 @@ def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta:
     period = max(micro * max(stages), sum(stages))
     return {"B": batch, "ceiling_tok_s": ce.per_user_tok_s, "predicted_tok_s": 1 / period,
             "pct_of_ceiling": 100 * (1 / period) / ce.per_user_tok_s,
-            "moe_floor_ms_per_token": t_moe * pp * 1e3}
+            "moe_floor_ms_per_micro_batch": t_moe * pp * 1e3}
 
 
 def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int) -> str:
