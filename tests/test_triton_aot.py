@@ -76,3 +76,25 @@ def test_sample_and_heuristic_configs_exist():
         assert a.name in CONFIGS and b.name in CONFIGS and a.BLOCK_M == b.BLOCK_M
     with pytest.raises(ValueError, match="rows_per_expert"):
         pick_configs(0)
+
+
+TABLE_36 = ROOT / "data" / "triton_aot" / "sm120_triton3.6.0.json"
+
+
+def test_triton_36_table_records_the_minimum_versions():
+    """The table built with Triton 3.6.0 on the benchmark machine: sm_120 gets the native NVFP4 mma
+    from 3.6.0 already; sm_121's native path fails there (so its minimum is the pinned 3.9.0); every
+    other variant compiles for both targets and fits SM120's shared memory."""
+    from sm120lab.kernels.aot import NVFP4_MMA_RE
+
+    doc = json.loads(TABLE_36.read_text())
+    assert doc["triton"] == "3.6.0"
+    rows = [r for r in doc["rows"] if r["kernel"].startswith(("w13", "w2"))]
+    native120 = [r for r in rows if r["kernel"].endswith("native") and r["cc"] == 120]
+    native121 = [r for r in rows if r["kernel"].endswith("native") and r["cc"] == 121]
+    assert native120 and all("error" not in r and NVFP4_MMA_RE.fullmatch(r["key_instruction"]) for r in native120)
+    assert native121 and all("error" in r for r in native121)
+    others = [r for r in rows if not r["kernel"].endswith("native")]
+    assert {r["cc"] for r in others} == {120, 121} and all("error" not in r for r in others)
+    assert all(r["fits_sm120"] for r in rows if "error" not in r)
+    assert all(r["n_spill_stores"] == 0 for r in others if r["kernel"].endswith("decode"))

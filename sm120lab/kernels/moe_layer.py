@@ -289,26 +289,16 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2 or hidden.dtype != torch.bfloat16:
-        raise ValueError(f"hidden must be a bf16 tensor [T, H], got {getattr(hidden, 'dtype', type(hidden))} "
-                         f"{tuple(getattr(hidden, 'shape', ()))}")
-    t, h = hidden.shape
-    if topk_ids.dim() != 2 or topk_ids.shape[0] != t or topk_ids.dtype.is_floating_point:
-        raise ValueError(f"topk_ids must be an integer tensor [T={t}, k], got {topk_ids.dtype} {tuple(topk_ids.shape)}")
-    if topk_weights.shape != topk_ids.shape:
-        raise ValueError(f"topk_weights must have the shape of topk_ids {tuple(topk_ids.shape)}, got {tuple(topk_weights.shape)}")
     w13_args = _weight_args(w13, "w13")
     w2_args = _weight_args(w2, "w2")
-    e, n13, h13 = w13.shape
+    e, n13, h = w13.shape
     inter = n13 // 2
-    if h13 != h or n13 % 2:
-        raise ValueError(f"w13 must be [E, 2I, H={h}], got {tuple(w13.shape)}")
+    if n13 % 2:
+        raise ValueError(f"w13 must be [E, 2I, H], got {tuple(w13.shape)}")
     if tuple(w2.shape) != (e, h, inter):
         raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
+    t, _ = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data))
     dev = hidden.device
-    for name, x in (("topk_ids", topk_ids), ("topk_weights", topk_weights), ("w13.data", w13.data), ("w2.data", w2.data)):
-        if x.device != dev:
-            raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
     k = topk_ids.shape[1]
     s = t * k
     if s == 0:

@@ -1,0 +1,242 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · An NVFP4 MoE kernel in Triton: packed weights, a decode kernel, and the distance to the floor
+#
+# A Mixture-of-Experts layer at decode time reads the weights of the ~10 experts each token picks
+# and does almost no arithmetic with them: its floor is **bytes of NVFP4 weights / memory
+# bandwidth**. This lesson follows `sm120lab.kernels` from the one-time weight preparation to the
+# kernel, checks it against an exact reference, and reads the recorded H200 benchmark
+# (Qwen3.5-397B-A17B MoE shape: H=4096, I=1024, E=512, top-10) as "% of that floor" for ours and
+# every peer. On a machine with a CUDA GPU it also measures live; on a CPU it runs the kernel under
+# Triton's interpreter and shows the recorded numbers. The SM120 path is compiled ahead of time
+# only: **unverified on SM120 hardware**.
+
+# %%
+import json
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    # no GPU: run the Triton kernels under the CPU interpreter (must be set before triton is imported)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from sm120lab import answer
+from sm120lab.answer import Answer, Status
+from sm120lab.bench.moe import find_row
+from sm120lab.bench.plot import pct_of_floor, plot_moe
+from sm120lab.constants import SENTINEL
+from sm120lab.kernels.layout import decode_tile_layout, plot_decode_tile
+from sm120lab.kernels.moe_layer import fused_moe_packed, interpreting
+from sm120lab.kernels.prepack import prepare_moe_weights, unpack_moe_weights
+from sm120lab.moe import make_moe_problem
+from sm120lab.moe.reference import moe_reference
+
+pd.set_option("display.width", 200)
+
+# %% tags=["parameters"]
+# the recorded H200 run (path relative to notebooks/)
+bench_json = "../data/bench/moe_h200_2026-12-03.json"
+# "auto": also time the layer live when this machine has a CUDA GPU; "off": recorded data only
+live = "auto"
+# T values timed live (the qwen3.5-397b-a17b layer needs ~20 GB of GPU memory for all contenders)
+live_tokens = [1, 16]
+# seed of the small correctness problem
+seed = 0
+
+# %% [markdown]
+# ## The answer
+
+# %%
+with open(bench_json) as fh:
+    run = json.load(fh)
+tg = run["targets"]
+
+# correctness on this machine: the kernel called from the package on a small problem, poisoned output
+prob = make_moe_problem("tiny", tokens=6, routing="uniform", seed=seed,
+                        device="cuda" if torch.cuda.is_available() else "cpu")
+packed = prepare_moe_weights(prob.w13_swizzled, prob.w2_swizzled)
+u13, u2 = unpack_moe_weights(packed)
+round_trip = (torch.equal(u13.data, prob.w13_swizzled.data)
+              and torch.equal(u13.scale.view(torch.uint8), prob.w13_swizzled.scale.view(torch.uint8))
+              and torch.equal(u2.data, prob.w2_swizzled.data)
+              and torch.equal(u2.scale.view(torch.uint8), prob.w2_swizzled.scale.view(torch.uint8)))
+out = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
+fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, decode=True, out=out, _poison=True)
+ref = moe_reference(prob.hidden, prob.topk_ids, prob.topk_weights, prob.w13, prob.w2, dtype=torch.float64)
+rel = float((out.double() - ref.double()).norm() / ref.double().norm())
+written = bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
+where = "CPU interpreter" if interpreting() else torch.cuda.get_device_name()
+
+
+def pct(d):
+    return ", ".join(f"T={t}: {v:.0f}%" for t, v in d.items() if v is not None)
+
+
+def ratio(d):
+    return ", ".join(f"T={t}: {v:.2f}x" for t, v in d.items() if v is not None)
+
+
+gpu = run["env"]["gpu"]["name"]
+box = [
+    Answer("Decode kernel on prepared weights, this machine", f"rel. error {rel:.1e} vs fp64",
+           Status.ok if (written and round_trip and rel < 1e-2) else Status.bad,
+           f"{where}; every output written; unpack(prepack(w)) == w: {round_trip}"),
+    Answer(f"Recorded run ({gpu}): correctness checks", "pass" if run.get("checks_ok") else "FAIL",
+           Status.ok if run.get("checks_ok") else Status.bad,
+           f"{sum(c['ok'] for c in run['checks'])}/{len(run['checks'])} cases, seed {run['seed']}"),
+    Answer("w13 GEMM >= 75% of copy bandwidth at T <= 16", pct(tg["w13_pct_copy_bw"]),
+           Status.ok if tg["w13_ge_75pct_copy_bw"] else Status.bad,
+           "decode kernel: ~5.4 SASS instructions per weight element, latency-bound (notes/triton_kernels.md)"),
+    Answer("Layer within 1.35x of the NVFP4 byte floor at T <= 16", ratio(tg["layer_x_floor"]),
+           Status.ok if tg["layer_within_1.35x_floor"] else Status.bad, "time / (active experts' NVFP4 bytes / copy BW)"),
+    Answer("Faster than torch FP8 grouped GEMM at every T", ratio(tg["speedup_vs_fp8"]),
+           Status.ok if tg["faster_than_fp8_every_T"] else Status.warn,
+           "faster at T <= 16 (decode kernel); at T >= 64 the unchanged MMA kernel runs"),
+    Answer(">= 1.0x torch bf16 grouped GEMM at T=4096",
+           f"{tg['speedup_vs_bf16_T4096']:.2f}x" if tg["speedup_vs_bf16_T4096"] else "n/a",
+           Status.ok if tg["ge_1.0x_bf16_T4096"] else Status.bad, "prefill path not reworked in this round"),
+    Answer("Same kernels on SM120", "compiled only", Status.not_run,
+           "AOT for sm_120/121 (data/triton_aot/): fits 101,376 B; unverified on SM120 hardware"),
+]
+answer.show(box, title=f"NVFP4 MoE kernel: this machine ({where}) and the recorded {gpu} run")
+_ = answer.record(box, "07_nvfp4_moe_kernel")
+
+# %% [markdown]
+# ## 1. The packed layout
+#
+# `prepare_moe_weights(w13, w2)` runs once per model. It keeps the canonical bytes (element `2j`
+# in the low nibble of byte `j`) but hands the kernel **int32 words of 8 codes**, the scales
+# **linear** (a 128x4-swizzled checkpoint is unswizzled here, once) and `alpha = 2**6 / gs` per
+# expert. Its inverse is exact, byte for byte (checked above and with hypothesis in CI).
+#
+# Inside the kernel one word becomes 8 fp32 weights in 7 integer operations plus 4 conversions:
+# each E2M1 code `s|m` (sign, 3-bit magnitude) is rewritten as the E4M3 byte `s<<7 | m<<2`, which is
+# exactly `e2m1 * 2**-6`, and `cvt.rn.f16x2.e4m3x2` turns two such bytes into two halves.
+
+# %%
+p13 = packed.w13
+print(f"w13 words {tuple(p13.words.shape)} {p13.words.dtype}, scales {tuple(p13.scales.shape)} {p13.scales.dtype}, "
+      f"alpha {tuple(p13.alpha.shape)}")
+word = int(p13.words[0, 0, 0]) & 0xFFFFFFFF
+codes = [(word >> (4 * j)) & 0xF for j in range(8)]
+e4m3 = [((c & 8) << 4) | ((c & 7) << 2) for c in codes]
+vals = torch.tensor(e4m3, dtype=torch.uint8).view(torch.float8_e4m3fn).float() * 64
+pd.DataFrame({"code (s|m)": [f"{c:04b}" for c in codes], "E4M3 byte": [f"0x{b:02x}" for b in e4m3],
+              "E4M3 value x 2**6 = E2M1": vals.tolist()}, index=[f"element {j}" for j in range(8)])
+
+# %% [markdown]
+# **Which thread holds which codes and scales.** Triton picks the register layout of the weight
+# tile; we compile the decode kernel for sm_120 (no GPU needed) and read it from the compiled
+# code. Each cell is one int32 word (8 codes) of one weight row in one K step, labelled with the
+# thread that loads it. With the tile the H200 sweep chose for T = 4 and 16 (`d8x32w1s1p2`: 8 rows,
+# 32 words, one warp), a thread loads 4 consecutive words (16 bytes, 32 codes, exactly the 2 scale
+# bytes `w // 2`) of a gate row **and** of the matching up row, so SiLU(gate) * up needs no
+# exchange between threads; 8 threads cover a row's 32 words, 4 rows per pass.
+
+# %%
+tile = decode_tile_layout("d8x32w1s1p2", cc=120)
+plot_decode_tile(tile)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 2. The kernel, called from the package
+#
+# `fused_moe_packed(hidden, topk_ids, topk_weights, packed)` picks the decode kernel
+# (`sm120lab.kernels.moe_decode`) where the routed rows per active expert are <= 1 and the MMA
+# kernel (`moe_gemm`, on the same buffers) otherwise. The decode kernel computes, per token row and
+# output column, `alpha_e * sum_b SF[b] * sum_(j in b) e2m1_j * 2**-6 * a_j` with fp32 FMAs and
+# writes `silu(gate) * up` (w13) or the routing-weighted w2 output per slot. Here it runs on the
+# tiny preset with poisoned outputs (above) and on both paths:
+
+# %%
+rows = []
+for decode in (True, False):
+    o = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
+    fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, decode=decode, out=o, _poison=True)
+    rows.append({"path": "decode" if decode else "mma",
+                 "rel. error vs fp64": float((o.double() - ref.double()).norm() / ref.double().norm()),
+                 "all written": bool(torch.isfinite(o).all()) and not bool((o == SENTINEL).any())})
+pd.DataFrame(rows)
+
+# %% [markdown]
+# ## 3. Correctness in the recorded H200 run
+#
+# Every benchmark run starts with these checks (fresh weights and routings from the recorded seed,
+# poisoned outputs): ours against the fp64 reference at model shape, the inline-PTX decode against
+# its portable Triton path, and the baseline's W4A4 against emulated W4A4.
+
+# %%
+pd.DataFrame(run["checks"])
+
+# %% [markdown]
+# ## 4. The benchmark: % of the NVFP4 weight-byte floor
+#
+# 100% = streaming the active experts' 4-bit weights once at the copy bandwidth measured in the same
+# process. The bf16 and FP8 peers move 3.6x and 1.8x more bytes, so their own ceilings sit lower
+# on this axis; the dotted line is the target (within 1.35x of the floor).
+
+# %%
+plot_moe(run)
+plt.show()
+
+# %%
+table = []
+for t in sorted({r["T"] for r in run["rows"]}):
+    line = {"T": t}
+    for c in ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped"):
+        r = find_row(run, t, c, "moe")
+        line[f"{c} us"] = round(r["us_median"], 1) if r else None
+    ours = find_row(run, t, "triton-w4a16", "moe")
+    w13 = find_row(run, t, "triton-w4a16", "w13")
+    line["ours path"] = ours.get("path") if ours else None
+    line["ours % floor"] = round(dict(pct_of_floor(run, "triton-w4a16")).get(t, float("nan")), 1)
+    line["w13 % copy BW"] = round(w13["pct_copy_bw"], 1) if w13 else None
+    table.append(line)
+pd.DataFrame(table)
+
+# %% [markdown]
+# ## 5. Live on this machine (GPU only)
+#
+# The same contenders at `live_tokens`, timed with `triton.testing.do_bench_cudagraph` on this GPU.
+
+# %%
+if live == "auto" and torch.cuda.is_available():
+    import tempfile
+
+    from sm120lab.bench.moe import run_moe_bench
+
+    live_doc = run_moe_bench(os.path.join(tempfile.mkdtemp(), "live_bench.json"), tokens=tuple(live_tokens), sweep=True, check=True,
+                             command="notebook 07", log=lambda m: None)
+    plot_moe(live_doc)
+    plt.show()
+    print("live targets:", json.dumps(live_doc["targets"], indent=1))
+else:
+    print("no CUDA GPU here (or live='off'): the figure above is the recorded H200 run")
+
+# %% [markdown]
+# ## What the numbers say
+#
+# - At T <= 16 the decode kernel is 1.2-1.5x faster than the 2026-12-02 kernel and faster than
+#   torch's FP8 grouped GEMM, but it reaches a third of the copy bandwidth, not the 75% asked:
+#   ~5.4 SASS instructions per weight element and two tiles in flight per one-warp program are not
+#   enough to hide DRAM latency (notes/triton_kernels.md, "Targets").
+# - From T = 64 on the layer is the unchanged MMA kernel: slower than FP8 at T = 64, 256, 4096 and
+#   0.81x bf16 at T = 4096.
+# - The next step is the one Marlin takes: weights in MMA-fragment order so the tensor cores do
+#   the products, and activations loaded in the weights' layout.
