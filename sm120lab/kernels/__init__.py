@@ -1,17 +1,21 @@
 """Portable Triton kernels for NVFP4 MoE (and, in :mod:`.probes`, CUDA compile probes).
 
-``fused_moe_nvfp4`` (the full MoE layer, W4A16 and W4A4) is imported lazily so that importing
-this package needs no Triton (the probes do not).
+``prepare_moe_weights`` (one-time weight preparation, :mod:`.prepack`), ``fused_moe_packed`` (the
+MoE layer on prepared weights: decode kernel or MMA kernel), ``fused_moe_nvfp4`` (the layer on
+canonical NVFP4 tensors, W4A16 and W4A4) are imported lazily so that importing this package needs
+no Triton (the probes do not).
 """
 
 from __future__ import annotations
 
-__all__ = ["fused_moe_nvfp4", "native_fp4_supported"]
+_LAZY = {"fused_moe_nvfp4": "moe_layer", "fused_moe_packed": "moe_layer", "native_fp4_supported": "moe_layer",
+         "prepare_moe_weights": "prepack", "unpack_moe_weights": "prepack"}
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name):
-    if name in __all__:
-        from . import moe_layer as _mod
+    if name in _LAZY:
+        import importlib
 
-        return getattr(_mod, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
