@@ -150,8 +150,11 @@ _ = answer.record(box, "02_arch_flags")
 # under both flags. With two stages (the stage-count patch of notebook 05) every tile fits.
 #
 # What it does **not** explain: the seed's 120a -> 120f speed difference (14.6 -> 39 tok/s; the
-# overflow is identical under both), and what an SM120 GPU does with an over-limit tactic at run
-# time (a launch failure the autotuner skips, or a crash): that is **unverified on SM120 hardware**.
+# overflow is identical under both). Nor does the suffix itself, as far as FlashInfer's sources
+# show: no tactic filter or compile path of its SM120 MoE depends on it (`notes/arch_suffix.md`);
+# the toolkit (CUDA 12.8 -> 13.0) and a fresh JIT build changed in the same step, and separating
+# them needs a run on SM120 hardware. What an SM120 GPU does with an over-limit tactic at run time
+# (a launch failure the autotuner skips, or a crash) is **unverified on SM120 hardware**.
 # The numbers, computed from the recorded data:
 
 # %%

@@ -71,12 +71,14 @@ for a in found.audits:
         box.append(Answer(f"stage-count patch (SM120 shared memory) for {a.package} {a.version}",
                           f"{stage[0]['classification']}, {'applied' if applied else 'not applied'}",
                           Status.ok if applied else Status.bad,
-                          f"{stage[0]['status']}: {stage[0]['advice']} (`sm120lab patch apply`; notebook 02 shows why)"))
+                          f"audit state {stage[0]['status']}; `sm120lab patch apply` (notebook 02 shows why)"))
 for key, why in found.not_audited.items():
     box.append(Answer(f"{key} audited", "not run", Status.not_run, why))
-usable = [r["backend"] for r in report["verdicts"] if r["verdict"] == "yes"]
+usable = [r["backend"] for r in report["verdicts"] if r["verdict"] == "yes"
+          and r["backend"] not in ("reference", "emulated-w4a4")]        # the harness's own references
 box.append(Answer("NVFP4 MoE backends usable on this machine (doctor)", ", ".join(usable) or "none",
-                  Status.info, f"{report['facts'].get('gpu_name') or 'no GPU'}; section 6"))
+                  Status.info, f"{report['facts'].get('gpu_name') or 'no GPU'}; the harness's references "
+                  "(reference, emulated-w4a4) left out; section 6"))
 answer.show(box)
 _ = answer.record(box, "05_patch_audit")
 
