@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# One device call on the lent H200: GPU unit tests, doctor, and a full `sm120lab run` of every
-# notebook, archived (trimmed) for data/runs/. Needs the papermill/nbconvert/ipykernel wheels for
-# Python 3.12 in .whl_nb/ (carried; see README "Recorded runs").
+# One device call on a GPU machine with no registry access: the doctor (measured verdicts) and a
+# full `sm120lab run` of every notebook, archived with its figures and report.html.
+# Carried (ignored) folders: .whl_nb/ (the notebook toolchain as Python 3.12 wheels, from
+# constraints.txt; `pip download --only-binary=:all: --python-version 3.12 --no-deps`) and
+# .wheelhouse/ (FlashInfer wheels for notebook 05's audit, read through SM120LAB_WHEELHOUSE).
+# Outputs go to $OUT (the device tool's return folder), or to ./h200_out when it is unset.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl_nb/*.whl || exit 3
-export PYTHONPATH=/tmp/site:$PWD JUPYTER_PATH=/tmp/site/share/jupyter SM120LAB_ROOT=$PWD
+OUT=${OUT:-$PWD/h200_out}; mkdir -p "$OUT"
+SITE=$PWD/.site
+python3 scripts/install_wheelhouse.py .whl_nb "$SITE" || exit 3
+export PYTHONPATH=$SITE:$PWD JUPYTER_PATH=$SITE/share/jupyter SM120LAB_ROOT=$PWD SM120LAB_WHEELHOUSE=$PWD/.wheelhouse
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== gpu tests"; timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee $OUT/gpu_tests.log | tail -15
-echo "== doctor"; timeout 60 python3 -m sm120lab doctor --json $OUT/doctor_h200.json > $OUT/doctor_h200.txt 2>&1; tail -5 $OUT/doctor_h200.txt
+echo "== doctor"; timeout 120 python3 -m sm120lab doctor --json "$OUT/doctor_h200.json" > "$OUT/doctor_h200.txt" 2>&1
+echo "doctor exit $?"; tail -25 "$OUT/doctor_h200.txt"
 echo "== run"; rm -rf runs
-timeout 330 python3 -m sm120lab run --no-progress 2>&1 | tail -25
+timeout "${RUN_TIMEOUT:-420}" python3 -m sm120lab run --no-progress 2>&1 | tail -30
 RUN=$(ls -d runs/*/ | head -1)
-python3 -m sm120lab archive $RUN --dest /tmp/archive && tar czf $OUT/run_h200.tgz -C /tmp/archive .
-ls -la $OUT
+python3 -m sm120lab archive "$RUN" --dest "$PWD/.archive" && tar czf "$OUT/run_h200.tgz" -C "$PWD/.archive" .
+ls -la "$OUT"
