@@ -1,9 +1,9 @@
 """Set-up files stay in step: pyproject, constraints.txt, environment.yml, Makefile, .ci/run."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ def test_every_dependency_is_pinned_in_constraints():
     deps = list(project["dependencies"]) + project["optional-dependencies"]["test"]
     pins = _constraints()
     for dep in deps:
-        name = re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[ ;]", dep, 1)[0]).lower()
+        name = re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[ ;]", dep, maxsplit=1)[0]).lower()
         if name in ("torch", "triton"):
             continue  # pinned in the Makefile, installed only when absent
         assert name in pins, f"{name} is not pinned in constraints.txt"
@@ -43,5 +43,5 @@ def test_environment_yml_matches_makefile_pins():
 
 
 def test_ci_calls_exactly_make_test():
-    body = [l for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    body = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert body[-1].strip() in ("make test", "exec make test")
