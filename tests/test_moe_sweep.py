@@ -161,3 +161,26 @@ def test_bench_check_case_rows_through_the_harness(monkeypatch, seed):
     broken["on"] = True
     rows = bench_check.check_case("tiny/zipf", problem)
     assert not any(r["ok"] for r in rows) and {r["verdict"] for r in rows} == {"garbage"}, rows
+
+
+#: the failures of the first full sweep (floor 0.25, global rules against the reference only), each
+#: fixed since: tiny-preset problems as (family, seed, backend)
+FIRST_SWEEP_FAILURES = (("zipf", 33, "fault-swapped-experts"), ("zipf", 34, "fault-offset-off-by-one"),
+                        ("sparse", 71, "variant-fp8-rowwise-weights"), ("single", 46, "emulated-w4a4"),
+                        ("mostly-empty", 87, "variant-bf16-weights"))
+
+
+@pytest.mark.parametrize("family, seed_, backend", FIRST_SWEEP_FAILURES)
+def test_first_sweep_failures_stay_fixed(family, seed_, backend):
+    from sm120lab.moe.faults import all_faults
+
+    p = problem_of("tiny", family, seed_)
+    candidates = {b.name: b for b in all_faults() + all_variants()}
+    rep = check(p, [candidates.get(backend, backend)], keep_output=False).reports[backend]
+    if backend.startswith("fault-"):
+        fault = candidates[backend]
+        assert rep.verdict == Verdict.GARBAGE
+        assert set(rep.flagged_experts) == fault.expected_experts(p), rep.reasons
+        assert set(rep.flagged_tokens) == fault.expected_tokens(p), rep.reasons
+    else:
+        assert rep.verdict in (Verdict.CORRECT, Verdict.DEGRADED), rep.reasons

@@ -49,6 +49,8 @@ class BackendReport:
     notes: dict = field(default_factory=dict)
     seconds: float = 0.0
     diff: OutputDiff | None = None
+    diff_twin: OutputDiff | None = None  # vs the expected numerics, where they are not the reference
+    diff_alt: OutputDiff | None = None   # vs the unquantized-weight forward, where computed
     cells: CellDiff | None = None
     token_dev: TokenDiff | None = None
     per_expert: np.ndarray | None = None
@@ -191,6 +193,8 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
         rep.status, rep.reason = "error", _one_line(exc)
         return rep
     rep.diff = output_diff(out, ref_out)
+    rep.diff_twin = None if twin_out is None else output_diff(out, twin_out)
+    rep.diff_alt = None if alt_out is None else output_diff(out, alt_out)
     rep.token_dev = token_diff(out, ref_out if twin_out is None else twin_out, alt_out)
     rep.topk_ids = problem.topk_ids.cpu().numpy()
     if probes:
@@ -254,6 +258,7 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
     env = make_envelope(emu, problem, ref, slots, unq_slots)
     # the emulated backend's own twin is itself
     emu.token_dev = token_diff(emu.main, emu.main)
+    emu.diff_twin = output_diff(emu.main, emu.main)
     if emu.cells is not None:
         emu.cells = cell_diff(list(emu.slots.unbind(1)), slots, problem.topk_ids, emu.slots)
     iterable = progress(backends) if progress is not None else backends

@@ -14,7 +14,7 @@ O[t] is expert e_{t,j}'s output alone). Two per-cell numbers:
 
 - ``rel``: ||O - R|| / ||R|| against the exact reference (what NVFP4 costs; W4A4 noise is
   heavy-tailed per cell: up to ~1.3 on the tiny preset for emulated-w4a4 itself);
-- ``dev``: ||O - twin|| / max(||twin||, 0.25 median_e ||twin||) against the backend's expected
+- ``dev``: ||O - twin|| / max(||twin||, 0.1 median_e ||twin||) against the backend's expected
   numerics ("twin": emulated-w4a4 for a W4A4 backend, the reference otherwise): ~0 for a correct
   backend whatever the NVFP4 noise, O(1) for a fault. Verdicts and localization use ``dev``;
 - ``dev_alt``: the same deviation against the unquantized-weight forward (what a backend with
@@ -74,7 +74,7 @@ class CellDiff:
 
     @property
     def dev(self) -> np.ndarray:
-        """Deviation from the expected numerics: ||O - twin|| / max(||twin||, 0.25 median_e ||twin||)."""
+        """Deviation from the expected numerics: ||O - twin|| / max(||twin||, DEV_FLOOR median_e ||twin||)."""
         return cell_rel(self.dev_num, self.dev_den, self.ids, floor=DEV_FLOOR)
 
     @property
@@ -83,8 +83,10 @@ class CellDiff:
         return None if self.alt_num is None else cell_rel(self.alt_num, self.alt_den, self.ids, floor=DEV_FLOOR)
 
 
-#: deviation floor: a fraction of the median cell norm of the same expert
-DEV_FLOOR = 0.25
+#: deviation floor: a fraction of the median cell norm of the same expert (0.25 hid swapped-expert
+#: cells whose output is 3-6% of their expert's median norm; 0.1 still keeps every correct and
+#: correct-but-different backend far inside the limits: false-alarm sweep, notes/correctness.md)
+DEV_FLOOR = 0.1
 
 
 def cell_rel(num: np.ndarray, den: np.ndarray, ids: np.ndarray | None = None, floor: float = 0.0) -> np.ndarray:
@@ -182,7 +184,7 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
 class TokenDiff:
     """Main-run rows against the expected outputs: deviation per token (floored like the cells)."""
 
-    dev: np.ndarray            # float64 [T]: ||O_t - twin_t|| / max(||twin_t||, 0.25 median_t ||twin_t||)
+    dev: np.ndarray            # float64 [T]: ||O_t - twin_t|| / max(||twin_t||, DEV_FLOOR median_t ||twin_t||)
     dev_alt: np.ndarray | None  # the same against the unquantized-weight forward, or None
     bad: np.ndarray            # bool [T]: NaN/Inf/untouched in the row
     zero: np.ndarray           # bool [T]: row exactly zero while the twin row is not
