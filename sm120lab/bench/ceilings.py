@@ -2,7 +2,7 @@
 
 - copy bandwidth: ``dst.copy_(src)`` on 2 GiB bf16 buffers, (bytes read + bytes written) / time;
 - bf16 dense matmul: 8192^3 ``torch.mm`` on random data, 2*M*N*K / time.
-Both timed with ``triton.testing.do_bench`` (median; METHOD.md "Two numbers first").
+Both timed with ``triton.testing.do_bench`` (median after warm-up), in the same process as the numbers they divide.
 """
 
 from __future__ import annotations

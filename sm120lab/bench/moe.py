@@ -50,8 +50,8 @@ FLASHINFER_NOTE = (
     "FlashInfer cutlass_fused_moe (MXFP4 x bf16, SM90) not built: flashinfer.jit.fused_moe."
     "gen_cutlass_fused_moe_sm90_module() (0.6.5) compiles 181 CUDA sources; the first CUTLASS translation "
     "unit took about a minute on one CPU core; an earlier attempt on the 16-core H200 machine ran over 9 "
-    "minutes; it needs cublasLt.h (nvidia-cublas wheel), absent from the plain nvcc install. This run's whole "
-    "device budget was 30 minutes, 13 of them reserved for the notebook run, so the build was not attempted.")
+    "minutes; it needs cublasLt.h (nvidia-cublas wheel), absent from the plain nvcc install. The GPU time "
+    "available to this recorded run (30 minutes in all, the notebook run included) could not hold that build.")
 
 
 def gpu_slug() -> str:

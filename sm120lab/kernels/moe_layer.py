@@ -42,7 +42,7 @@ def native_fp4_supported(device: torch.device | str | None = None) -> bool:
     """True where ``tl.dot_scaled`` with NVFP4 (e2m1, fp8e4nv scales / 16) lowers to block-scaled
     FP4 MMA: sm_100/103 (tcgen05), sm_120 with Triton >= 3.6 and sm_121 with Triton >= 3.9 (mma.sync
     kind::mxf4nvf4; ahead-of-time compiled, data/triton_aot/: Triton 3.6.0 fails for sm_121).
-    Never under the interpreter (its NVFP4 dot_scaled misreads the scales, archflags.md)."""
+    Never under the interpreter (its NVFP4 dot_scaled misreads the scales: seen with Triton 3.6-3.9 against the exact reference)."""
     if interpreting():
         return False
     if not torch.cuda.is_available():
