@@ -221,3 +221,13 @@ def test_default_device_is_the_gpu_when_there_is_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert default_device() == "cpu"
     assert make_moe_problem("tiny", tokens=2, device=None).device.type == "cpu"
+
+
+@pytest.mark.parametrize("seed_", [1046938220, 1637259727])  # tiny zipf problems with e_a = 0.43, 0.35
+def test_garbage_limit_stays_above_the_correct_band(seed_):
+    """With 1.25 e_a the garbage limit fell below the correct band (1.5 e_a) once e_a > 1/3."""
+    p = make_moe_problem("tiny", routing="zipf", seed=seed_, device="cpu")
+    res = check(p, ["reference", "emulated-w4a4", "torch-bf16"], keep_output=False)
+    env = res.envelope
+    assert env.e_a > 1 / 3 and env.garbage_rel >= 2 * env.e_a > env.correct_rel
+    assert {r.verdict for r in res.reports.values()} == {Verdict.CORRECT}

@@ -26,6 +26,8 @@ def test_false_alarm_sweep_tiny(seed):
     assert tot["problems"] == len(FAMILIES) * CI_PROBLEMS_PER_FAMILY >= 100
     assert tot["false_garbage"] == 0 and tot["false_errors"] == 0, record["failures"][:5]
     assert tot["required_faults_not_localized"] == 0, record["failures"][:5]
+    exact = sum(st["localized_exactly"] for st in tot["faults"].values() if st["required"])
+    assert exact >= 0.99 * sum(st["of"] for st in tot["faults"].values() if st["required"]), tot["faults"]
     for name in ("reference", "emulated-w4a4", "torch-bf16", "variant-bf16-accumulate",
                  "variant-reversed-expert-order"):
         assert tot["verdicts"][name] == {"correct": tot["problems"]}, (name, tot["verdicts"][name])

@@ -11,7 +11,9 @@ Two errors bound what a correct backend may show against the exact W4A16 referen
 Global limits (relative Frobenius error of the whole output vs the reference):
 
     correct  : rel <= 1.5 e_a
-    garbage  : rel >  max(clip(2 (e_a + e_w), 0.2, 0.5), 1.25 e_a)
+    garbage  : rel >  max(clip(2 (e_a + e_w), 0.2, 0.5), 2 e_a)
+               (2 e_a, not 1.25 e_a: the garbage limit stays above the correct band when e_a > 1/3,
+               which 0.6% of tiny zipf problems reach)
     degraded : in between (an error no NVFP4 rounding explains, still correlated)
     garbage also when cosine < min(0.9, 1/sqrt(1 + garbage_rel^2)) (the cosine of an output whose
     error, uncorrelated with it, is at the garbage limit)
@@ -106,7 +108,7 @@ def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: to
         dev_w = cell_rel(num, den, problem.topk_ids.cpu().numpy(), floor=DEV_FLOOR)
         cell_w_dev = float(dev_w.max()) if dev_w.size else 0.0
     base = e_a + (e_w if e_w is not None else e_a)
-    garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 1.25 * e_a)
+    garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 2.0 * e_a)
     return Envelope(e_a=e_a, e_w=e_w, cell_a=cell_a, cell_w=cell_w, expert_a=expert_a, correct_rel=1.5 * e_a,
                     garbage_rel=garbage_rel, garbage_cosine=min(0.9, 1.0 / float(np.sqrt(1.0 + garbage_rel ** 2))),
                     cell_w_dev=cell_w_dev)

@@ -26,9 +26,11 @@ Rules:
   reason says *weight-format mismatch* (the backend computes with more precise weights than the
   checkpoint's NVFP4) and ``format_mismatch`` is set.
 
-Every out-of-envelope cell flags both its expert and its token; every out-of-envelope main-run row
-flags its token and the experts of its cells that deviate more than ``DEV_CORRECT`` from their
-nearest expected output (a broken cell below the floor-relative cell limit is still named).
+Every out-of-envelope cell flags both its expert and its token; within a flagged expert, every
+cell deviating more than ``DEV_CORRECT`` from its nearest expected output (beyond rounding, but
+under the floor-relative cell limit: a near-cancelling output) flags its token too; every
+out-of-envelope main-run row flags its token and the experts of its cells that deviate more than
+``DEV_CORRECT``.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ def judge(report, env) -> Judgement:
         t_idx, _ = np.nonzero(hot)
         tokens |= {int(t) for t in t_idx}
         experts = {int(e) for e in cells.ids[hot]}
+        if experts:  # within a broken expert, every cell off by more than rounding names its token
+            near = dev if dev_alt is None else np.minimum(dev, dev_alt)
+            off = np.isin(cells.ids, sorted(experts)) & ~(near <= DEV_CORRECT)
+            tokens |= {int(t) for t in np.nonzero(off)[0]}
         if dev_alt is not None and dev_alt.size and max_dev > DEV_CORRECT and not hot.any():
             max_alt = float(np.max(dev_alt))
             format_mismatch = max_alt <= FORMAT_CLOSER * max_dev
