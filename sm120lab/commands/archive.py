@@ -13,10 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", type=Path)
     p.add_argument("--dest", type=Path, default=None, help="default: <checkout>/data/runs")
     p.add_argument("--overwrite", action="store_true", help="replace an existing archive of the same run")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..paths import data_dir
     from ..results import SchemaError
     from ..run_archive import archive_run

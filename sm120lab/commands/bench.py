@@ -30,11 +30,11 @@ def register(subparsers) -> None:
     m.add_argument("--no-check", action="store_true", help="skip the correctness checks (not for reports)")
     m.add_argument("--seed", type=int, default=None, help="seed of weights and routings (default: fresh, recorded)")
     m.add_argument("--out", default=None, help="JSON path (default data/bench/moe_<gpu>_<UTC date>[_N].json)")
-    m.set_defaults(func=_run)
+    m.set_defaults(func=run)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _run(args) -> int:
+def run(args) -> int:
     import torch
 
     if not torch.cuda.is_available():

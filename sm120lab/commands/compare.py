@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="report slower bench figures but do not fail on them (runs on different machines)")
     p.add_argument("--all", action="store_true", help="also list bench figures within the noise band")
     p.add_argument("--json", metavar="FILE", type=Path, help="write the differences as JSON")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

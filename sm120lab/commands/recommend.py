@@ -30,10 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", action="store_true", help="print a markdown table instead (as in the README)")
     p.add_argument("--update-readme", default=None, metavar="FILE",
                    help="rewrite the table between <!-- guide:start --> and <!-- guide:end --> in FILE")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from .. import recommend
     from ..atomic_io import write_json_atomic
     from ..cmdline import command_line

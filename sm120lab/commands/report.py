@@ -12,10 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a run folder's self-contained report.html", description=__doc__)
     p.add_argument("run", type=Path, help="a run folder (made by `sm120lab run`, or archived under data/runs/)")
     p.add_argument("--out", type=Path, help="where to write the page (default RUN/report.html)")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..report import write_report
     from ..results import SchemaError
 

@@ -25,10 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", default="linear-quantized", help="precision plan: linear-quantized | experts-only")
     p.add_argument("--routing", default="uniform", choices=["uniform", "zipf"])
     p.add_argument("--bandwidth", default="datasheet", choices=["datasheet", "measured"])
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..roofline import ceiling, get_gpu, get_model, precision_plan
 
     def arg(name, call):

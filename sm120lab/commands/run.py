@@ -62,10 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--overwrite", action="store_true",
                       help="--out is an earlier run folder: replace its notebooks, results and summary")
     p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
