@@ -147,7 +147,7 @@ def test_bench_check_case_rows_through_the_harness(monkeypatch, seed):
             EmulatedW4A4().run(p, y)
         out.copy_(y)
         if broken["on"]:
-            out[0] = 0
+            out[out.float().norm(dim=1).argmax()] = 0  # the largest row: a fault no envelope may absorb
         return out
 
     monkeypatch.setattr(moe_layer, "fused_moe_nvfp4", stand_in)
@@ -162,7 +162,9 @@ def test_bench_check_case_rows_through_the_harness(monkeypatch, seed):
     assert w4a4["strict_ok"] and w4a4["rel_vs_emulated_w4a4"] < 5e-3
     broken["on"] = True
     rows = bench_check.check_case("tiny/zipf", problem)
-    assert not any(r["ok"] for r in rows) and {r["verdict"] for r in rows} == {"garbage"}, rows
+    assert not any(r["ok"] for r in rows), rows
+    # A zeroed row is judged at least degraded; garbage on most draws (the verdict depends on the row's share).
+    assert {r["verdict"] for r in rows} <= {"garbage", "degraded"}, rows
 
 
 #: the failures of the first full sweep (floor 0.25, global rules against the reference only), each
