@@ -162,9 +162,7 @@ def test_bench_check_case_rows_through_the_harness(monkeypatch, seed):
     assert w4a4["strict_ok"] and w4a4["rel_vs_emulated_w4a4"] < 5e-3
     broken["on"] = True
     rows = bench_check.check_case("tiny/zipf", problem)
-    assert not any(r["ok"] for r in rows), rows
-    # A zeroed row is judged at least degraded; garbage on most draws (the verdict depends on the row's share).
-    assert {r["verdict"] for r in rows} <= {"garbage", "degraded"}, rows
+    assert not any(r["ok"] for r in rows) and {r["verdict"] for r in rows} == {"garbage"}, rows
 
 
 #: the failures of the first full sweep (floor 0.25, global rules against the reference only), each
