@@ -108,3 +108,40 @@ def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
     if rows_per_expert <= 48:
         return CONFIGS["m32n64k128w4s3f"], CONFIGS["m32n64k128w4s3f"]
     return CONFIGS["m128n64k64w8s2"], CONFIGS["m128n64k64w8s2"]
+
+
+@dataclass(frozen=True)
+class FragConfig:
+    """Tile of the fragment kernel (:mod:`.moe_frag`): ``TILES`` 16-row weight tiles per program (w13:
+    half gate, half up), ``num_warps`` warps splitting K; ``SORTED``: columns are the 8 slots of one
+    expert block (``moe_sort(ids, E, 8)``) instead of one slot per program."""
+
+    TILES: int
+    num_warps: int
+    SORTED: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def name(self) -> str:
+        return f"f{self.TILES}w{self.num_warps}" + ("o" if self.SORTED else "")
+
+
+#: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
+FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
+    FragConfig(2, 4), FragConfig(2, 8), FragConfig(4, 4), FragConfig(2, 2),
+    FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 8, SORTED=True),
+)}
+
+#: the fragment kernel serves up to this many rows per active expert (8 slot columns per MMA)
+FRAG_MAX_ROWS_PER_EXPERT = 8.0
+#: up to this many slots the fragment kernel runs one slot per program (no sort launch)
+FRAG_UNSORTED_MAX_SLOTS = 160
+
+
+def pick_frag_configs(num_slots: int) -> tuple[FragConfig, FragConfig]:
+    """(w13, w2) fragment configs: one slot per program up to ``FRAG_UNSORTED_MAX_SLOTS``, else 8-slot groups."""
+    if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
+        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w4"]
+    return FRAG_CONFIGS["f2w4o"], FRAG_CONFIGS["f2w4o"]

@@ -22,8 +22,18 @@ import torch
 import triton
 
 from ..nvfp4 import NVFP4Tensor
-from .moe_configs import DECODE_MAX_ROWS_PER_EXPERT, DecodeConfig, GemmConfig, pick_configs, pick_decode_configs
+from .moe_configs import (
+    DECODE_MAX_ROWS_PER_EXPERT,
+    FRAG_MAX_ROWS_PER_EXPERT,
+    DecodeConfig,
+    FragConfig,
+    GemmConfig,
+    pick_configs,
+    pick_decode_configs,
+    pick_frag_configs,
+)
 from .moe_decode import moe_w4a16_decode_kernel
+from .moe_frag import frag_supported, launch_frag
 from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
 from .moe_sort import moe_sort
 from .nvfp4_tl import nvfp4_quantize_rows_kernel
@@ -165,6 +175,7 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                      packed: PackedMoEWeights, *, decode: bool | None = None,
                      decode_configs: tuple[DecodeConfig, DecodeConfig] | None = None,
                      configs: tuple[GemmConfig, GemmConfig] | None = None, fast: bool | None = None,
+                     frag: bool | None = None, frag_configs: tuple[FragConfig, FragConfig] | None = None,
                      out: torch.Tensor | None = None, _poison: bool = False) -> torch.Tensor:
     """W4A16 MoE layer on prepared weights (:func:`sm120lab.kernels.prepack.prepare_moe_weights`) -> [T, H] bf16.
 
@@ -179,6 +190,9 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
             same buffers.
         decode_configs / configs: (w13, w2) tiles for the decode / MMA path (default: heuristics).
         fast: decode with inline PTX; None = where :func:`fast_decode_supported`.
+        frag: use the tensor-core fragment kernel (:mod:`.moe_frag`) for small T; None = where
+            :func:`.moe_frag.frag_supported`, the weights carry the fragment layout and the mean
+            rows per active expert is <= ``FRAG_MAX_ROWS_PER_EXPERT``. frag_configs: its (w13, w2) tiles.
         out: optional [T, H] bf16 buffer. _poison: fill internal buffers with NaN first (tests).
     """
     if not isinstance(packed, PackedMoEWeights):
@@ -190,8 +204,15 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     if s == 0:
         res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
         return res if out is None else out.copy_(res)
+    rows_per_expert = s / min(e, s)
+    if frag is None:
+        frag = (decode is not False and packed.w13.has_frag and packed.w2.has_frag and frag_supported(dev)
+                and rows_per_expert <= FRAG_MAX_ROWS_PER_EXPERT)
+    if frag:
+        return _moe_frag(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, frag_configs,
+                         out, _poison)
     if decode is None:
-        decode = s / min(e, s) <= DECODE_MAX_ROWS_PER_EXPERT
+        decode = rows_per_expert <= DECODE_MAX_ROWS_PER_EXPERT
     if not decode:
         return _moe_gemms(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(),
                           _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2), e, h, inter, k,
@@ -216,6 +237,35 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                   n_up=inter, fuse_silu=True, mul_routing=False, cfg=cfg13, fast=fast)
     launch_decode(inter_buf, packed.w2, out_slots, tw, expert_ids, slot_ids, n=h, num_slots=s, a_row_div=1,
                   n_up=0, fuse_silu=False, mul_routing=True, cfg=cfg2, fast=fast)
+    return _sum_slots(out_slots, t, k, h, out)
+
+
+def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poison):
+    """The fragment path of :func:`fused_moe_packed`: (sort into 8-slot groups) -> w13 -> w2 -> k-sum."""
+    if not (packed.w13.has_frag and packed.w2.has_frag):
+        raise ValueError("frag=True needs weights prepared with the fragment layout (N % 16 == 0, K % 64 == 0)")
+    t, k = ids.shape
+    s = t * k
+    e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
+    dev = hidden.device
+    cfg13, cfg2 = frag_configs if frag_configs is not None else pick_frag_configs(s)
+    if cfg13.SORTED != cfg2.SORTED:
+        raise ValueError(f"frag_configs must agree on SORTED, got {cfg13.name} and {cfg2.name}")
+    twf = tw.reshape(-1)
+    if cfg13.SORTED:
+        slot_ids, expert_ids = moe_sort(ids, e, 8)
+    else:
+        expert_ids = ids.reshape(-1)
+        slot_ids = expert_ids
+    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        inter_buf.fill_(float("nan"))
+        out_slots.fill_(float("nan"))
+    launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
+                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps)
+    launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
+                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps)
     return _sum_slots(out_slots, t, k, h, out)
 
 

@@ -16,6 +16,21 @@ kernels want, per expert ``e`` and output row ``n``:
   (E2M1 codes are turned into E4M3 patterns of ``e2m1 * 2**-6``, see :mod:`.moe_decode`), so the
   power of two and the global scale become one multiply per output.
 
+The fragment layout (``frag_words`` / ``frag_scales``, for :mod:`.moe_frag`; built when N is a
+multiple of 16 and K of 64) stores each 16-row x 64-column weight tile as 32 lanes x 4 int32 words,
+word ``j`` of lane ``(g, t)`` (``g = lane // 4``, ``t = lane % 4``) holding exactly the 8 codes that
+lane contributes as the A operand of one ``mma.m16n8k16`` over K block ``j`` of the tile:
+
+    x0, x1 = W[g, 16j+2t : +2]     x2, x3 = W[g+8, 16j+2t : +2]
+    x4, x5 = W[g, 16j+2t+8 : +2]   x6, x7 = W[g+8, 16j+2t+8 : +2]
+
+with the 32 code bits scattered (:data:`FRAG_BIT`) so that register ``R_r = (x_2r, x_2r+1)`` as
+bf16x2 bit patterns ``sign<<15 | magnitude<<6`` (the value ``e2m1 * 2**-126``, subnormals included)
+comes out of 1, 2, 2 and 4 integer instructions (``and``; ``shf`` + ``and``; ``shf`` + ``and``;
+two ``shf``, ``lop3``, ``and``). ``frag_scales`` int16 ``[E, N/16, K/64, 8, 4]`` holds, for lane
+group ``g`` and block ``j``, the E4M3 bytes of rows ``g`` (low byte) and ``g + 8`` (high byte).
+It is a permutation of the canonical bits: :func:`frag_to_canonical` inverts it exactly.
+
 ``unpack_nvfp4(pack_nvfp4(w))`` returns a tensor equal to ``w`` byte for byte: the same codes,
 the same scale bytes in the same layout (swizzle padding included), the same global-scale tensor.
 """
@@ -33,6 +48,39 @@ from ..nvfp4.swizzle import swizzle_scales_128x4
 CODES_PER_WORD = 8
 #: E2M1 codes decode to E4M3 patterns of e2m1 * 2**-6 (the decode kernel), so alpha = 2**6 / gs
 DECODE_SHIFT = 64.0
+#: the fragment kernel's weights are e2m1 * SF * 2**-7 (bf16 e2m1*2**-126 times SF*2**119), alpha = 2**7 / gs
+FRAG_SHIFT = 128.0
+#: rows and K columns of one fragment tile (one warp's 4 x mma.m16n8k16 over K)
+FRAG_ROWS, FRAG_K = 16, 64
+#: rotate-right amounts that give registers R0, R1, R2 (``R = rotr(word, r) & FRAG_MASK``)
+FRAG_ROT = (0, 4, 10)
+#: R3 = (rotr(word, 14) where FRAG_R3_SELECT else rotr(word, 6)) & FRAG_MASK
+FRAG_R3_ROT, FRAG_R3_ROT_SEL, FRAG_R3_SELECT = 6, 14, 0x00400040
+#: bf16x2 bits kept per register: sign 15/31, magnitude 6..8 / 22..24
+FRAG_MASK = 0x81C081C0
+
+
+def _frag_bit_table() -> list[list[int]]:
+    """FRAG_BIT[x][b]: word bit holding bit ``b`` (0..2 magnitude, 3 sign) of code ``x`` (0..7)."""
+    table = []
+    for x in range(8):
+        r, half = divmod(x, 2)
+        row = []
+        for b in range(4):
+            p = (15 if b == 3 else 6 + b) + 16 * half
+            if r < 3:
+                rot = FRAG_ROT[r]
+            else:
+                rot = FRAG_R3_ROT_SEL if (FRAG_R3_SELECT >> p) & 1 else FRAG_R3_ROT
+            row.append((p + rot) % 32)
+        table.append(row)
+    flat = [b for row in table for b in row]
+    if sorted(flat) != list(range(32)):  # a permutation of the 32 bits, or the layout is not invertible
+        raise AssertionError(f"fragment bit map is not a permutation: {flat}")
+    return table
+
+
+FRAG_BIT = _frag_bit_table()
 
 
 @dataclass(frozen=True)
@@ -47,6 +95,9 @@ class PackedNVFP4:
         shape: (E, N, K).
         scale_layout: the canonical tensor's scale layout ("linear" or "swizzled").
         swizzle_pad: for "swizzled", the padded (rows, cols) of the swizzled scales; else None.
+        frag_words: int32 [E, N/16, K/64, 32, 4] (module docstring), or None where N % 16 or K % 64.
+        frag_scales: int16 [E, N/16, K/64, 8, 4], or None.
+        frag_alpha: fp32 [E], ``2**7 / global_scale``, or None.
     """
 
     words: torch.Tensor
@@ -56,6 +107,9 @@ class PackedNVFP4:
     shape: tuple[int, int, int]
     scale_layout: str
     swizzle_pad: tuple[int, int] | None = None
+    frag_words: torch.Tensor | None = None
+    frag_scales: torch.Tensor | None = None
+    frag_alpha: torch.Tensor | None = None
 
     @property
     def codes_u8(self) -> torch.Tensor:
@@ -65,8 +119,12 @@ class PackedNVFP4:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the kernels read for all experts (codes + scales)."""
+        """Bytes one kernel reads for all experts (codes + scales, one layout)."""
         return self.words.numel() * 4 + self.scales.numel()
+
+    @property
+    def has_frag(self) -> bool:
+        return self.frag_words is not None
 
 
 @dataclass(frozen=True)
@@ -94,13 +152,15 @@ class PackedMoEWeights:
         return self.w13.shape[1] // 2
 
 
-def pack_nvfp4(w: NVFP4Tensor, name: str = "w") -> PackedNVFP4:
+def pack_nvfp4(w: NVFP4Tensor, name: str = "w", frag: bool = True) -> PackedNVFP4:
     """Canonical NVFP4 [E, N, K] -> :class:`PackedNVFP4` (module docstring).
 
     Args:
         w: NVFP4Tensor of 3 dims, K a multiple of 32, linear or swizzled scales, global scale with
             1 or E values.
         name: argument name used in error messages.
+        frag: also build the fragment layout (a second copy of the weight bytes) where N % 16 == 0
+            and K % 64 == 0.
 
     Returns:
         The packed weight (new contiguous tensors; ``w`` is not modified).
@@ -131,8 +191,74 @@ def pack_nvfp4(w: NVFP4Tensor, name: str = "w") -> PackedNVFP4:
         if not torch.equal(swizzle_scales_128x4(lin).view(torch.uint8), w.scale.view(torch.uint8)):
             raise ValueError(f"{name}.scale: the swizzled layout's padding must be zero (sm120lab.nvfp4 writes zeros)")
     alpha = (DECODE_SHIFT / gsf).contiguous()
+    fw = fs = fa = None
+    if frag and n % FRAG_ROWS == 0 and k % FRAG_K == 0:
+        _check_frag_scales(w.data, scales, name)
+        fw, fs = canonical_to_frag(w.data, scales)
+        fa = (FRAG_SHIFT / gsf).contiguous()
     return PackedNVFP4(words=words, scales=scales, alpha=alpha, global_scale=w.global_scale,
-                       shape=(e, n, k), scale_layout=w.scale_layout, swizzle_pad=pad)
+                       shape=(e, n, k), scale_layout=w.scale_layout, swizzle_pad=pad,
+                       frag_words=fw, frag_scales=fs, frag_alpha=fa)
+
+
+def _check_frag_scales(data: torch.Tensor, scales: torch.Tensor, name: str) -> None:
+    """The fragment kernel turns a scale byte into bf16 ``SF * 2**119`` by exponent arithmetic, which is
+    exact for every finite non-negative E4M3 value, and needs zero-scale blocks to hold zero codes."""
+    bad = (scales & 0x80).ne(0) | (scales & 0x7F).eq(0x7F)
+    if bool(bad.any()):
+        raise ValueError(f"{name}.scale: NVFP4 block scales must be finite and non-negative (UE4M3); "
+                         f"{int(bad.sum())} are not")
+    mag = torch.stack(((data & 0x7), ((data >> 4) & 0x7)), dim=-1).reshape(*scales.shape, 16)
+    orphan = scales.eq(0) & mag.amax(dim=-1).ne(0)
+    if bool(orphan.any()):
+        raise ValueError(f"{name}: {int(orphan.sum())} blocks have scale 0 but non-zero codes (the value is 0; "
+                         "re-quantize, or pass frag=False)")
+
+
+def _tile_view(x: torch.Tensor, e: int, n: int, kcols: int, per: int):
+    """[E, N, kcols] -> [E, N/16, 2 (rh), 8 (g), kcols / per, per] (row = 16 nt + 8 rh + g)."""
+    return x.reshape(e, n // FRAG_ROWS, 2, 8, kcols // per, per)
+
+
+def canonical_to_frag(data: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical codes uint8 [E, N, K/2] and linear scale bytes uint8 [E, N, K/16] -> fragment layout
+    (module docstring): int32 words [E, N/16, K/64, 32, 4] and int16 scales [E, N/16, K/64, 8, 4].
+    Works one expert at a time (the int64 bit arithmetic needs 8 bytes per code)."""
+    e, n, kh = data.shape
+    k = kh * 2
+    words = torch.empty(e, n // FRAG_ROWS, k // FRAG_K, 32, 4, dtype=torch.int32, device=data.device)
+    for i in range(e):
+        d = data[i].to(torch.int64)
+        codes = torch.stack((d & 0xF, d >> 4), dim=-1).reshape(1, n, k)
+        # [1, NT, rh, g, KC, j, ch, t, cl] -> [NT, KC, g, t, j, (ch, rh, cl)]
+        c = codes.reshape(n // 16, 2, 8, k // 64, 4, 2, 4, 2).permute(0, 3, 2, 6, 4, 5, 1, 7)
+        c = c.reshape(n // 16, k // 64, 32, 4, 8)
+        acc = torch.zeros(c.shape[:-1], dtype=torch.int64, device=data.device)
+        for x in range(8):
+            for b in range(4):
+                acc |= ((c[..., x] >> b) & 1) << FRAG_BIT[x][b]
+        words[i] = (acc - ((acc >> 31) << 32)).to(torch.int32)  # two's complement wrap
+    s = _tile_view(scales, e, n, k // 16, 4).permute(0, 1, 4, 3, 5, 2)  # [E, NT, KC, g, j, rh]
+    fs = s.contiguous().view(torch.int16).reshape(e, n // 16, k // 64, 8, 4)
+    return words, fs
+
+
+def frag_to_canonical(words: torch.Tensor, fscales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact inverse of :func:`canonical_to_frag`: (codes uint8 [E, N, K/2], scale bytes uint8 [E, N, K/16])."""
+    e, nt, kc = words.shape[:3]
+    n, k = nt * FRAG_ROWS, kc * FRAG_K
+    data = torch.empty(e, n, k // 2, dtype=torch.uint8, device=words.device)
+    for i in range(e):
+        w = words[i].to(torch.int64) & 0xFFFFFFFF
+        codes = torch.zeros(*w.shape, 8, dtype=torch.int64, device=words.device)
+        for x in range(8):
+            for b in range(4):
+                codes[..., x] |= ((w >> FRAG_BIT[x][b]) & 1) << b
+        # [NT, KC, g, t, j, ch, rh, cl] -> [NT, rh, g, KC, j, ch, t, cl]
+        c = codes.reshape(nt, kc, 8, 4, 4, 2, 2, 2).permute(0, 6, 2, 1, 4, 5, 3, 7).reshape(n, k // 2, 2)
+        data[i] = (c[..., 0] | (c[..., 1] << 4)).to(torch.uint8)
+    s = fscales.contiguous().view(torch.uint8).reshape(e, nt, kc, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)
+    return data, s.reshape(e, n, k // 16).contiguous()
 
 
 def unpack_nvfp4(p: PackedNVFP4) -> NVFP4Tensor:
@@ -150,18 +276,19 @@ def unpack_nvfp4(p: PackedNVFP4) -> NVFP4Tensor:
                        scale_layout=p.scale_layout)
 
 
-def prepare_moe_weights(w13: NVFP4Tensor, w2: NVFP4Tensor) -> PackedMoEWeights:
+def prepare_moe_weights(w13: NVFP4Tensor, w2: NVFP4Tensor, frag: bool = True) -> PackedMoEWeights:
     """Prepare an MoE layer's NVFP4 weights once for :func:`sm120lab.kernels.moe_layer.fused_moe_packed`.
 
     Args:
         w13: [E, 2I, H] (gate rows then up rows), any scale layout.
         w2: [E, H, I].
+        frag: also build the fragment layout for :mod:`.moe_frag` (see :func:`pack_nvfp4`).
 
     Returns:
         :class:`PackedMoEWeights`; :func:`unpack_moe_weights` gives back the inputs exactly.
     """
-    p13 = pack_nvfp4(w13, "w13")
-    p2 = pack_nvfp4(w2, "w2")
+    p13 = pack_nvfp4(w13, "w13", frag)
+    p2 = pack_nvfp4(w2, "w2", frag)
     e, n13, h = p13.shape
     if n13 % 2:
         raise ValueError(f"w13: expected [E, 2I, H] with an even row count, got {p13.shape}")

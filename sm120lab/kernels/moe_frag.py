@@ -1,0 +1,249 @@
+"""W4A16 MoE GEMM on tensor cores with weights pre-shuffled into MMA fragment order (decode and small T).
+
+Per expert ``e`` and output row ``n`` (``alpha_e = 2**7 / gs_e``, :data:`.prepack.FRAG_SHIFT`):
+
+    out[slot, n] = alpha_e * sum_k (e2m1(q[n, k]) * SF[n, k // 16] * 2**-7) * a[slot, k]
+
+One warp owns one 16-row weight tile and runs ``mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32``
+with the weights as the A operand (16 rows) and up to 8 slots' activations as B (8 columns), so
+the output is computed transposed (``out^T = W a^T``). :func:`.prepack.canonical_to_frag` stores
+each lane's A fragment of one MMA as one int32 word, so one 16-byte load brings a lane the codes of
+4 MMAs, and no shared memory or shuffle sits between the load and the tensor core. Per word (8
+weights) the inline PTX does:
+
+- 9 integer instructions: ``R_r = rotr(word, r) & 0x81C081C0`` gives the bf16x2 pattern
+  ``sign<<15 | magnitude<<6`` of two codes, i.e. ``e2m1 * 2**-126`` exactly (codes 0 and 0.5 are
+  bf16 subnormals);
+- 5 for the two block scales: ``cvt.rn.f16x2.e4m3x2`` (exact), ``>> 3`` (bf16 bits of
+  ``SF * 2**-112``), ``+ 231 << 7`` (``SF * 2**119``), two ``prmt`` to broadcast each row's scale;
+- 4 ``mul.rn.bf16x2``: ``e2m1 * 2**-126 * SF * 2**119 = e2m1 * SF * 2**-7``, exact in bf16 (at most
+  6 significant bits, smallest 2**-17);
+- 1 ``mma.sync``: exact products, fp32 accumulation.
+
+That is about 2.4 instructions per weight against 3.6 (:mod:`.moe_decode`) and ~14 for the MMA
+kernel's dequantization (notes/triton_kernels.md). Inline PTX is warp-collective here, so the
+kernel depends on how Triton lays a 1-D tensor over threads: element ``i`` of an ``R``-element
+int32 tensor loaded 16 bytes at a time sits in thread ``(i // 4) % (32 * num_warps)``, register
+``i % 4`` (repeats for larger R). Every array handed to the asm is built from the same index, so
+they share that layout; the GPU check of ``sm120lab bench moe`` (poisoned outputs, fp64 reference)
+fails loudly if a Triton version lays it out differently. sm_90+ (``mul.rn.bf16x2``,
+``cvt.rn.f16x2.e4m3x2``); the same PTX is valid for sm_120/121 (unverified on SM120 hardware).
+
+Index of element ``i`` (``R = TILES * num_warps * 128``): ``j = i % 4`` (K block of the 64-wide
+chunk), ``lane = i // 4 % 32``, ``w = i // 128 % num_warps`` (warps split K: chunk ``it * W + w``),
+``u = i // (128 W)`` (tile). w13 (``FUSE_SILU``): tiles ``[0, TILES/2)`` are gate rows,
+``[TILES/2, TILES)`` the matching up rows, the epilogue writes ``silu(gate) * up`` in bf16.
+w2 (``MUL_ROUTING``): multiplies by the slot's routing weight, writes fp32 per slot.
+
+Columns (``SORTED``): False = one slot per program (every column the same activation row; the
+fewest launches for small T); True = the 8 slots of one ``BLOCK_M = 8`` block of
+:func:`.moe_sort.moe_sort`, all routed to one expert, so each weight tile is read once per 8 slots.
+
+:func:`emulate_word` is the same recipe in torch (bit for bit, CPU), used by the tests.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .prepack import FRAG_MASK, FRAG_R3_ROT, FRAG_R3_ROT_SEL, FRAG_R3_SELECT, FRAG_ROT
+
+#: bf16 exponent offset turning the bf16 bits of SF * 2**-112 into SF * 2**119 (231 << 7, both halves)
+SCALE_BIAS = (231 << 7) | (231 << 23)
+
+_FRAG_MMA_ASM = tl.constexpr(f"""
+{{
+.reg .b32 r0, r1, r2, r3, x, y, s, sg, sg8;
+.reg .b16 sl, sh;
+and.b32 r0, $4, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $4, $4, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $4, $4, {FRAG_R3_ROT_SEL};
+lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
+mov.b32 {{sl, sh}}, $5;
+cvt.rn.f16x2.e4m3x2 s, sl;
+shr.b32 s, s, 3; add.u32 s, s, {SCALE_BIAS:#x};
+prmt.b32 sg, s, s, 0x1010; prmt.b32 sg8, s, s, 0x3232;
+mul.rn.bf16x2 r0, r0, sg; mul.rn.bf16x2 r2, r2, sg;
+mul.rn.bf16x2 r1, r1, sg8; mul.rn.bf16x2 r3, r3, sg8;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{$6, $7}}, {{$8, $9, $10, $11}};
+}}
+""")
+
+
+@triton.jit
+def _frag_mma(q, sc, b0, b1, c0, c1, c2, c3):
+    """One mma.m16n8k16 per element: (c0..c3) + W(q, sc) @ B(b0, b1) (module docstring)."""
+    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f,r,r,r,r,f,f,f,f",
+                                     [q, sc, b0, b1, c0, c1, c2, c3],
+                                     dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
+
+
+@triton.jit(do_not_specialize=["num_slots"])
+def moe_w4a16_frag_kernel(
+    a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
+    N, KC, num_slots, a_row_div, up_tiles,
+    stride_am, stride_qe, stride_se, stride_om,
+    FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
+    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, JC: tl.constexpr,
+):
+    """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int32
+    (bf16 pairs) [rows, K/2], row stride ``stride_am`` in int32; ``q_ptr`` int32 / ``s_ptr`` int16:
+    :attr:`.prepack.PackedNVFP4.frag_words` / ``frag_scales``; ``KC = K / 64``; ``OUT_T``: output tiles
+    per program (TILES / 2 with FUSE_SILU); ``JC``: C columns per lane that hold distinct slots (2 SORTED, 1 not)."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    expert = tl.load(expert_ptr + pid_m)
+    if expert < 0:
+        return
+    expert = expert.to(tl.int64)
+    R: tl.constexpr = TILES * WARPS * 128
+    i = tl.arange(0, R)
+    j = i % 4
+    lane = (i // 4) % 32
+    w = (i // 128) % WARPS
+    u = i // (128 * WARPS)
+    g = lane // 4
+    t = lane % 4
+    if FUSE_SILU:
+        tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
+    else:
+        tile = pid_n * TILES + u
+    if SORTED:
+        slot_b = tl.load(slot_ptr + pid_m * 8 + g)
+    else:
+        slot_b = tl.zeros((R,), tl.int32) + pid_m
+    b_ok = slot_b < num_slots
+    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + t + 8 * j
+    q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
+    s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + g * 4 + j
+    c0 = tl.zeros((R,), tl.float32)
+    c1 = tl.zeros((R,), tl.float32)
+    c2 = tl.zeros((R,), tl.float32)
+    c3 = tl.zeros((R,), tl.float32)
+    kc = w
+    ok = kc < KC
+    q = tl.load(q_base + kc * 128, mask=ok, other=0)
+    sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
+    for k0 in range(0, KC, WARPS):
+        kn = k0 + WARPS + w
+        okn = kn < KC
+        q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
+        sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
+        kc = k0 + w
+        am = b_ok & (kc < KC)
+        b0 = tl.load(a_base + kc * 32, mask=am, other=0)
+        b1 = tl.load(a_base + kc * 32 + 4, mask=am, other=0)
+        c0, c1, c2, c3 = _frag_mma(q, sc, b0, b1, c0, c1, c2, c3)
+        q = q_next
+        sc = sc_next
+    # C fragment: c0 (row g, col 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1); sum the K blocks j and warps w
+    v00 = tl.sum(tl.sum(tl.reshape(c0, (TILES, WARPS, 32, 4)), axis=3), axis=1)
+    v01 = tl.sum(tl.sum(tl.reshape(c1, (TILES, WARPS, 32, 4)), axis=3), axis=1)
+    v10 = tl.sum(tl.sum(tl.reshape(c2, (TILES, WARPS, 32, 4)), axis=3), axis=1)
+    v11 = tl.sum(tl.sum(tl.reshape(c3, (TILES, WARPS, 32, 4)), axis=3), axis=1)
+    alpha = tl.load(alpha_ptr + expert)
+    ol = tl.arange(0, OUT_T * 32)
+    o_lane = ol % 32
+    o_g = o_lane // 4
+    o_t = o_lane % 4
+    o_row = (pid_n * OUT_T + ol // 32) * 16 + o_g
+    for jr in tl.static_range(2):
+        for jc in tl.static_range(JC):
+            if jr == 0 and jc == 0:
+                v = v00
+            elif jr == 0:
+                v = v01
+            elif jc == 0:
+                v = v10
+            else:
+                v = v11
+            v = tl.reshape(v, (TILES * 32,)) * alpha
+            if FUSE_SILU:
+                gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 32))))
+                v = gate / (1.0 + tl.exp(-gate)) * up
+            col = 2 * o_t + jc
+            if SORTED:
+                slot = tl.load(slot_ptr + pid_m * 8 + col)
+                keep = slot < num_slots
+            else:
+                slot = tl.zeros((OUT_T * 32,), tl.int32) + pid_m
+                keep = col == 0
+            if MUL_ROUTING:
+                v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
+            n = o_row + 8 * jr
+            tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+
+
+def emulate_word(q: torch.Tensor, sc: torch.Tensor) -> torch.Tensor:
+    """The asm's weight recipe in torch, bit for bit: int32 words [...] and int16 scale pairs [...] ->
+    fp32 [..., 8] weights ``x0..x7`` (``e2m1 * SF * 2**-7``; module docstring, :mod:`.prepack`)."""
+    w = q.to(torch.int64) & 0xFFFFFFFF
+
+    def rotr(v, r):
+        return ((v >> r) | (v << (32 - r))) & 0xFFFFFFFF if r else v
+
+    regs = [rotr(w, FRAG_ROT[0]) & FRAG_MASK, rotr(w, FRAG_ROT[1]) & FRAG_MASK, rotr(w, FRAG_ROT[2]) & FRAG_MASK]
+    sel = torch.tensor(FRAG_R3_SELECT, dtype=torch.int64)
+    regs.append(((rotr(w, FRAG_R3_ROT_SEL) & sel) | (rotr(w, FRAG_R3_ROT) & ~sel)) & FRAG_MASK)
+    s16 = sc.to(torch.int64) & 0xFFFF
+    sf = torch.stack((s16 & 0xFF, s16 >> 8), dim=-1).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
+    # bf16 bits of SF * 2**-112 (f16 bits >> 3), exponent + 231: exact for finite SF >= 0, SF * 2**119
+    s_rows = sf.to(torch.float16).view(torch.int16).to(torch.int64) & 0xFFFF
+    s_bits = (s_rows >> 3) + (231 << 7)
+    s_val = _bf16_bits_to_f32(s_bits)  # [..., 2]: rows g, g + 8
+    out = []
+    for r, reg in enumerate(regs):
+        lo, hi = reg & 0xFFFF, reg >> 16
+        row_scale = s_val[..., 0] if r in (0, 2) else s_val[..., 1]
+        for half in (lo, hi):
+            prod = _bf16_bits_to_f32(half) * row_scale  # exact: the bf16 product has <= 6 significant bits
+            out.append(prod)
+    return torch.stack(out, dim=-1)
+
+
+def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
+    return (bits.to(torch.int32) << 16).view(torch.float32)
+
+
+def frag_supported(device) -> bool:
+    """True where the fragment kernel's inline PTX runs: CUDA sm_90+ (``mul.rn.bf16x2``), not interpreted."""
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return False
+    if not isinstance(moe_w4a16_frag_kernel, triton.runtime.jit.JITFunction):  # TRITON_INTERPRET=1
+        return False
+    return torch.cuda.get_device_capability(dev) >= (9, 0)
+
+
+def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
+                slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
+                sorted_cols: bool, tiles: int, warps: int) -> None:
+    """One fragment-kernel launch.
+
+    Args:
+        a: bf16 activations [rows, K] (hidden for w13: row = slot // a_row_div; the intermediate for w2).
+        w: :class:`.prepack.PackedNVFP4` with ``frag_words``.
+        out: [slots, N_out] (bf16 intermediate for w13, fp32 for w2).
+        expert_ids / slot_ids: per column group, the expert (``topk_ids`` flat when not ``sorted_cols``,
+            else ``block_expert``) and, when sorted, ``sorted_ids`` from ``moe_sort(ids, E, 8)``.
+        tiles: 16-row tiles per program (w13: gate + up, even); warps: num_warps (split K).
+    """
+    e, n, k = w.shape
+    if w.frag_words is None:
+        raise ValueError("w has no fragment layout (N must be a multiple of 16 and K of 64; prepare with frag=True)")
+    if a.dtype != torch.bfloat16 or a.shape[1] != k or a.stride(1) != 1 or a.stride(0) % 2:
+        raise ValueError(f"a must be bf16 [rows, K={k}] with unit column stride, got {a.dtype} {tuple(a.shape)}")
+    kc = k // 64
+    n_out = n // 2 if fuse_silu else n
+    out_t = tiles // 2 if fuse_silu else tiles
+    groups = expert_ids.numel()
+    grid = (triton.cdiv(n_out, 16 * out_t), groups)
+    moe_w4a16_frag_kernel[grid](
+        a.view(torch.int32), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
+        n_out, kc, num_slots, a_row_div, n_out // 16,
+        a.stride(0) // 2, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
+        FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols, TILES=tiles, WARPS=warps,
+        OUT_T=out_t, JC=2 if sorted_cols else 1, num_warps=warps, num_stages=1)
