@@ -71,3 +71,73 @@ def test_swizzled_padding_must_be_zero(seed):
 
     with pytest.raises(ValueError, match="padding"):
         pack_nvfp4(replace(w, scale=bad.view(torch.float8_e4m3fn)))
+
+
+# ---- the fragment layout (sm120lab.kernels.moe_frag) ----
+
+from sm120lab.kernels.moe_frag import emulate_word  # noqa: E402
+from sm120lab.kernels.prepack import FRAG_BIT, FRAG_SHIFT, canonical_to_frag, frag_to_canonical  # noqa: E402
+
+_E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def _frag_weights(p, e, n, k):
+    """emulate_word over every word -> [E, N, K] weights in canonical order."""
+    sc = p.frag_scales[..., None].expand(e, n // 16, k // 64, 32, 4)  # one scale pair per lane
+    v = emulate_word(p.frag_words, sc).reshape(e, n // 16, k // 64, 8, 4, 4, 2, 2, 2)  # E NT KC g t j ch rh cl
+    return v.permute(0, 1, 7, 3, 2, 4, 5, 6, 8).reshape(e, n, k)
+
+
+def test_frag_bit_map_is_a_permutation():
+    assert sorted(b for row in FRAG_BIT for b in row) == list(range(32))
+
+
+@given(e=st.integers(1, 3), nt=st.integers(1, 4), kc=st.integers(1, 3), layout=st.sampled_from(["linear", "swizzled"]),
+       zero_block=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_frag_layout_is_exact_and_decodes_to_e2m1_times_sf(e, nt, kc, layout, zero_block, seed):
+    n, k = 16 * nt, 64 * kc
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(e, n, k, generator=g) * torch.exp(3 * torch.randn(e, n, 1, generator=g))
+    if zero_block:
+        x[:, :, :16] = 0  # scale 0, codes 0
+    gs = (448.0 * 6.0 / x.abs().amax(dim=(1, 2)).clamp_min(1e-30)).reshape(e, 1)
+    w = quantize_nvfp4(x, gs, scale_layout=layout)
+    p = pack_nvfp4(w)
+    assert p.frag_words.shape == (e, nt, kc, 32, 4) and p.frag_scales.shape == (e, nt, kc, 32)
+    data, scales = frag_to_canonical(p.frag_words, p.frag_scales)
+    assert torch.equal(data, w.data) and torch.equal(scales, p.scales)
+    assert _same(unpack_nvfp4(p), w)
+    # the asm's recipe (bit for bit in torch) gives exactly e2m1 * SF * 2**-7 for every weight
+    sf = w.linear_scale().float().reshape(e, n, k // 16).repeat_interleave(16, -1)
+    assert torch.equal(_frag_weights(p, e, n, k), _E2M1[w.codes().long()] * sf / FRAG_SHIFT)
+    gsv = torch.as_tensor(w.global_scale, dtype=torch.float32).reshape(-1).expand(e)
+    assert torch.equal(p.frag_alpha, FRAG_SHIFT / gsv)
+
+
+def test_frag_layout_needs_tile_multiples_and_valid_scales(seed):
+    w = _experts(1, 24, 64, "linear", seed)  # N % 16 != 0: no fragment layout, canonical still fine
+    assert pack_nvfp4(w).frag_words is None
+    w = _experts(1, 16, 64, "linear", seed)
+    bad = NVFP4Tensor(data=w.data, scale=w.scale.view(torch.uint8).clone().view(torch.float8_e4m3fn),
+                      global_scale=w.global_scale, shape=w.shape, scale_layout="linear")
+    bad.scale.view(torch.uint8)[0, 0] = 0  # scale 0 over non-zero codes
+    with pytest.raises(ValueError, match="scale 0 but non-zero codes"):
+        pack_nvfp4(bad)
+    assert pack_nvfp4(bad, frag=False).frag_words is None
+    bad.scale.view(torch.uint8)[0, 0] = 0x7F  # NaN scale
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        pack_nvfp4(bad)
+
+
+def test_frag_conversion_has_no_hidden_copy_order(seed):
+    """canonical_to_frag moves every code bit once: flipping one canonical bit flips exactly one frag bit."""
+    w = _experts(1, 16, 64, "linear", seed)
+    words, _ = canonical_to_frag(w.data, w.linear_scale().view(torch.uint8).reshape(1, 16, 4))
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(16):
+        data = w.data.clone()
+        pos = int(torch.randint(0, data.numel() * 8, (1,), generator=g))
+        data.view(-1)[pos // 8] ^= 1 << (pos % 8)
+        flipped, _ = canonical_to_frag(data, w.linear_scale().view(torch.uint8).reshape(1, 16, 4))
+        diff = (flipped.view(torch.int32) ^ words.view(torch.int32)).to(torch.int64) & 0xFFFFFFFF
+        assert sum(bin(int(v)).count("1") for v in diff.reshape(-1)) == 1

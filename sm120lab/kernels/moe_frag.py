@@ -14,13 +14,14 @@ weights) the inline PTX does:
 - 9 integer instructions: ``R_r = rotr(word, r) & 0x81C081C0`` gives the bf16x2 pattern
   ``sign<<15 | magnitude<<6`` of two codes, i.e. ``e2m1 * 2**-126`` exactly (codes 0 and 0.5 are
   bf16 subnormals);
-- 5 for the two block scales: ``cvt.rn.f16x2.e4m3x2`` (exact), ``>> 3`` (bf16 bits of
-  ``SF * 2**-112``), ``+ 231 << 7`` (``SF * 2**119``), two ``prmt`` to broadcast each row's scale;
+- the two block scales, once per lane and chunk (a lane's 4 words share one scale block,
+  :mod:`.prepack`): ``cvt.rn.f16x2.e4m3x2`` (exact), ``>> 3`` (bf16 bits of ``SF * 2**-112``),
+  ``+ 231 << 7`` (``SF * 2**119``), two ``prmt`` to broadcast each row's scale;
 - 4 ``mul.rn.bf16x2``: ``e2m1 * 2**-126 * SF * 2**119 = e2m1 * SF * 2**-7``, exact in bf16 (at most
   6 significant bits, smallest 2**-17);
 - 1 ``mma.sync``: exact products, fp32 accumulation.
 
-That is about 2.4 instructions per weight against 3.6 (:mod:`.moe_decode`) and ~14 for the MMA
+That is about 2 instructions per weight against 3.6 (:mod:`.moe_decode`) and ~14 for the MMA
 kernel's dequantization (notes/triton_kernels.md). Inline PTX is warp-collective here, so the
 kernel depends on how Triton lays a 1-D tensor over threads: element ``i`` of an ``R``-element
 int32 tensor loaded 16 bytes at a time sits in thread ``(i // 4) % (32 * num_warps)``, register
@@ -29,8 +30,8 @@ they share that layout; the GPU check of ``sm120lab bench moe`` (poisoned output
 fails loudly if a Triton version lays it out differently. sm_90+ (``mul.rn.bf16x2``,
 ``cvt.rn.f16x2.e4m3x2``); the same PTX is valid for sm_120/121 (unverified on SM120 hardware).
 
-Index of element ``i`` (``R = TILES * num_warps * 128``): ``j = i % 4`` (K block of the 64-wide
-chunk), ``lane = i // 4 % 32``, ``w = i // 128 % num_warps`` (warps split K: chunk ``it * W + w``),
+Index of element ``i`` (``R = TILES * num_warps * 128``): ``j = i % 4`` (the lane's word, one MMA,
+:mod:`.prepack`), ``lane = i // 4 % 32``, ``w = i // 128 % num_warps`` (warps split K: chunk ``it * W + w``),
 ``u = i // (128 W)`` (tile). w13 (``FUSE_SILU``): tiles ``[0, TILES/2)`` are gate rows,
 ``[TILES/2, TILES)`` the matching up rows, the epilogue writes ``silu(gate) * up`` in bf16.
 w2 (``MUL_ROUTING``): multiplies by the slot's routing weight, writes fp32 per slot.
@@ -53,31 +54,44 @@ from .prepack import FRAG_MASK, FRAG_R3_ROT, FRAG_R3_ROT_SEL, FRAG_R3_SELECT, FR
 #: bf16 exponent offset turning the bf16 bits of SF * 2**-112 into SF * 2**119 (231 << 7, both halves)
 SCALE_BIAS = (231 << 7) | (231 << 23)
 
+_SCALE_ASM = tl.constexpr(f"""
+{{
+.reg .b32 s;
+.reg .b16 sl, sh;
+mov.b32 {{sl, sh}}, $2;
+cvt.rn.f16x2.e4m3x2 s, sl;
+shr.b32 s, s, 3; add.u32 s, s, {SCALE_BIAS:#x};
+prmt.b32 $0, s, s, 0x1010; prmt.b32 $1, s, s, 0x3232;
+}}
+""")
+
 _FRAG_MMA_ASM = tl.constexpr(f"""
 {{
-.reg .b32 r0, r1, r2, r3, x, y, s, sg, sg8;
-.reg .b16 sl, sh;
+.reg .b32 r0, r1, r2, r3, x, y, b0, b1;
 and.b32 r0, $4, {FRAG_MASK:#x};
 shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
 shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
 shf.r.wrap.b32 x, $4, $4, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $4, $4, {FRAG_R3_ROT_SEL};
 lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mov.b32 {{sl, sh}}, $5;
-cvt.rn.f16x2.e4m3x2 s, sl;
-shr.b32 s, s, 3; add.u32 s, s, {SCALE_BIAS:#x};
-prmt.b32 sg, s, s, 0x1010; prmt.b32 sg8, s, s, 0x3232;
-mul.rn.bf16x2 r0, r0, sg; mul.rn.bf16x2 r2, r2, sg;
-mul.rn.bf16x2 r1, r1, sg8; mul.rn.bf16x2 r3, r3, sg8;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{$6, $7}}, {{$8, $9, $10, $11}};
+mul.rn.bf16x2 r0, r0, $5; mul.rn.bf16x2 r2, r2, $5;
+mul.rn.bf16x2 r1, r1, $6; mul.rn.bf16x2 r3, r3, $6;
+mov.b64 {{b0, b1}}, $7;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$8, $9, $10, $11}};
 }}
 """)
 
 
 @triton.jit
-def _frag_mma(q, sc, b0, b1, c0, c1, c2, c3):
-    """One mma.m16n8k16 per element: (c0..c3) + W(q, sc) @ B(b0, b1) (module docstring)."""
-    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f,r,r,r,r,f,f,f,f",
-                                     [q, sc, b0, b1, c0, c1, c2, c3],
+def _frag_scales(sc):
+    """int32 (low 16 bits: E4M3 bytes of rows g, g+8) -> bf16x2 (SF_g, SF_g) * 2**119, (SF_g8, SF_g8) * 2**119."""
+    return tl.inline_asm_elementwise(_SCALE_ASM, "=r,=r,r", [sc], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+
+
+@triton.jit
+def _frag_mma(q, sg, sg8, b, c0, c1, c2, c3):
+    """One mma.m16n8k16 per element: (c0..c3) + W(q, sg, sg8) @ B(b) (module docstring); b: int64 = 4 bf16."""
+    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f,r,r,r,l,0,1,2,3",
+                                     [q, sg, sg8, b, c0, c1, c2, c3],
                                      dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
 
 
@@ -89,8 +103,8 @@ def moe_w4a16_frag_kernel(
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
     TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, JC: tl.constexpr,
 ):
-    """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int32
-    (bf16 pairs) [rows, K/2], row stride ``stride_am`` in int32; ``q_ptr`` int32 / ``s_ptr`` int16:
+    """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
+    (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
     :attr:`.prepack.PackedNVFP4.frag_words` / ``frag_scales``; ``KC = K / 64``; ``OUT_T``: output tiles
     per program (TILES / 2 with FUSE_SILU); ``JC``: C columns per lane that hold distinct slots (2 SORTED, 1 not)."""
     pid_n = tl.program_id(0)
@@ -116,9 +130,9 @@ def moe_w4a16_frag_kernel(
     else:
         slot_b = tl.zeros((R,), tl.int32) + pid_m
     b_ok = slot_b < num_slots
-    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + t + 8 * j
+    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + 4 * t + j
     q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
-    s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + g * 4 + j
+    s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
     c0 = tl.zeros((R,), tl.float32)
     c1 = tl.zeros((R,), tl.float32)
     c2 = tl.zeros((R,), tl.float32)
@@ -134,9 +148,9 @@ def moe_w4a16_frag_kernel(
         sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
         kc = k0 + w
         am = b_ok & (kc < KC)
-        b0 = tl.load(a_base + kc * 32, mask=am, other=0)
-        b1 = tl.load(a_base + kc * 32 + 4, mask=am, other=0)
-        c0, c1, c2, c3 = _frag_mma(q, sc, b0, b1, c0, c1, c2, c3)
+        b = tl.load(a_base + kc * 16, mask=am, other=0)
+        sg, sg8 = _frag_scales(sc)
+        c0, c1, c2, c3 = _frag_mma(q, sg, sg8, b, c0, c1, c2, c3)
         q = q_next
         sc = sc_next
     # C fragment: c0 (row g, col 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1); sum the K blocks j and warps w
@@ -234,7 +248,7 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     e, n, k = w.shape
     if w.frag_words is None:
         raise ValueError("w has no fragment layout (N must be a multiple of 16 and K of 64; prepare with frag=True)")
-    if a.dtype != torch.bfloat16 or a.shape[1] != k or a.stride(1) != 1 or a.stride(0) % 2:
+    if a.dtype != torch.bfloat16 or a.shape[1] != k or a.stride(1) != 1 or a.stride(0) % 4:
         raise ValueError(f"a must be bf16 [rows, K={k}] with unit column stride, got {a.dtype} {tuple(a.shape)}")
     kc = k // 64
     n_out = n // 2 if fuse_silu else n
@@ -242,8 +256,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     groups = expert_ids.numel()
     grid = (triton.cdiv(n_out, 16 * out_t), groups)
     moe_w4a16_frag_kernel[grid](
-        a.view(torch.int32), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
+        a.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
         n_out, kc, num_slots, a_row_div, n_out // 16,
-        a.stride(0) // 2, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
+        a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
         FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols, TILES=tiles, WARPS=warps,
         OUT_T=out_t, JC=2 if sorted_cols else 1, num_warps=warps, num_stages=1)

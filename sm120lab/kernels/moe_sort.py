@@ -1,17 +1,44 @@
-"""Token sorting by expert with padding to the GEMM block size, in one Triton launch.
+"""Token sorting by expert with padding to the GEMM block size: multi-CTA, two Triton launches.
 
-Slots are the T*k (token, choice) pairs, slot = t*k + j. Output (the layout of vLLM's
-``moe_align_block_size``, reimplemented):
+Slots are the S = T*k (token, choice) pairs, slot = t*k + j, e(slot) = topk_ids.flat[slot]. Output
+(the layout of vLLM's ``moe_align_block_size``, reimplemented):
 
 - ``sorted_ids`` [max_rows] int32: slot ids grouped by expert, each expert's group padded to a
   multiple of ``BLOCK_M`` with the sentinel ``num_slots``;
 - ``block_expert`` [max_blocks] int32: the expert of each BLOCK_M-row block, -1 past the end.
 
 ``max_rows = S + min(E, S) * (BLOCK_M - 1)`` rounded up to BLOCK_M bounds the padded length with
-no host synchronisation (at most min(E, S) experts receive slots). One program (single CTA):
-atomic histogram, exclusive cumsum of padded counts, block -> expert by counting ends <= row,
-then each slot takes ``pos = atomic_add(cursor[e], 1)``. The order of slots inside an expert is
-not deterministic; the GEMM computes every row independently, so results do not depend on it.
+no host synchronisation (at most min(E, S) experts receive slots). With
+
+    cnt[e]   = #{slot : e(slot) = e}                    padded[e] = ceil(cnt[e] / BLOCK_M) * BLOCK_M
+    start[e] = sum_{e' < e} padded[e']                  end[e]    = start[e] + padded[e]
+    rank(s)  = #{s' : e(s') = e(s), s' placed before s} (a permutation of 0..cnt[e]-1 per expert)
+
+the result is ``sorted_ids[start[e(s)] + rank(s)] = s``, ``sorted_ids[r] = S`` for every other row
+r (``start[e] + cnt[e] <= r < end[e]``, and ``r >= end[E-1]``), and ``block_expert[b]`` = the
+smallest e with ``end[e] / BLOCK_M > b`` (an expert with cnt > 0), -1 when there is none.
+
+Kernels (no host synchronisation, every shape a function of (S, E, BLOCK_M) only):
+
+1. :func:`moe_sort_count_kernel`, many programs, CHUNK slots each: inside a chunk, the slots of one
+   expert find their local rank and the chunk count by an all-pairs [CHUNK, CHUNK] compare; one
+   leader per (chunk, expert) takes ``base = atomic_add(counts[e], chunk_count)``, so
+   ``rank(s) = base + local_rank(s)`` (stored per slot) and the atomics per address are at most
+   S / CHUNK (a single hot expert does not serialise S atomics). Every program then takes a ticket
+   ``atomic_add(done, 1)``; the last one computes ``start``, ``end / BLOCK_M`` and
+   ``fill = start + cnt`` (one [E] cumsum). ``counts`` and ``done`` are zeroed by a memset.
+2. :func:`moe_sort_place_kernel`, many programs: slots ``sorted_ids[start[e] + rank] = s`` (plain
+   stores, no atomics), and blocks: ``block_expert[b]`` by a binary search of b over the
+   non-decreasing ``end / BLOCK_M`` (O(log E) per block instead of O(E)), then the sentinel on the
+   rows of block b at or past ``fill[block_expert[b]]`` (all of them when it is -1). Slot rows and
+   sentinel rows are disjoint, so both halves run in parallel.
+
+For small S (``S <= SINGLE_MAX_SLOTS``) one program does everything in one launch (it zeroes its
+own counts, then runs both kernels' bodies in turn): the decode path pays one launch, no memset.
+
+The order of slots inside an expert depends on the order of the atomics between chunks (inside a
+chunk it follows the slot id); the GEMM computes every row independently, so results do not depend
+on it.
 """
 
 from __future__ import annotations
@@ -20,45 +47,114 @@ import torch
 import triton
 import triton.language as tl
 
+SINGLE_MAX_SLOTS = 1024  # up to this many slots: one program, one launch
+COUNT_CHUNK = 128  # slots per program of the count kernel ([CHUNK, CHUNK] all-pairs compare)
+PLACE_CHUNK = 512  # slots per program of the place kernel
+PLACE_ROWS = 512  # sorted rows (BLOCK_M-row blocks) per program of the place kernel
+
 
 @triton.jit
-def moe_sort_kernel(topk_ids_ptr, sorted_ids_ptr, block_expert_ptr, counts_ptr, cursor_ptr,
-                    num_slots, num_experts, max_rows, max_blocks,
-                    BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, CHUNK: tl.constexpr,
-                    BCHUNK: tl.constexpr):
+def _rank_chunk(ids_ptr, rank_ptr, counts_ptr, s0, num_slots, CHUNK: tl.constexpr):
+    """rank[s] = atomic_add(counts[e], #slots of e in the chunk) (leader) + #{s' < s in chunk: e(s') = e(s)}."""
+    i = tl.arange(0, CHUNK)
+    offs = s0 + i
+    m = offs < num_slots
+    e = tl.load(ids_ptr + offs, mask=m, other=0).to(tl.int32)
+    e = tl.where(m, e, -1)
+    same = (e[:, None] == e[None, :]) & m[:, None]
+    local = tl.sum((same & (i[None, :] < i[:, None])).to(tl.int32), axis=1)
+    cnt = tl.sum(same.to(tl.int32), axis=1)
+    lead = m & (local == 0)
+    base = tl.atomic_add(counts_ptr + tl.where(lead, e, 0), cnt, mask=lead)
+    base = tl.where(lead, base, 0)
+    base = tl.sum(tl.where(same & lead[None, :], base[None, :], 0), axis=1)
+    tl.store(rank_ptr + offs, base + local, mask=m)
+
+
+@triton.jit
+def _bounds(counts_ptr, start_ptr, bend_ptr, fill_ptr, num_experts, BLOCK_M: tl.constexpr,
+            E_POW2: tl.constexpr):
+    """start = exclusive cumsum of padded counts; bend = end / BLOCK_M; fill = start + cnt."""
     offs_e = tl.arange(0, E_POW2)
     e_mask = offs_e < num_experts
-    tl.store(counts_ptr + offs_e, tl.zeros((E_POW2,), tl.int32), mask=e_mask)
-    tl.debug_barrier()
-    for s0 in range(0, num_slots, CHUNK):
-        offs = s0 + tl.arange(0, CHUNK)
-        m = offs < num_slots
-        e = tl.load(topk_ids_ptr + offs, mask=m, other=0).to(tl.int32)
-        tl.atomic_add(counts_ptr + e, tl.full((CHUNK,), 1, tl.int32), mask=m)
-    tl.debug_barrier()
     cnt = tl.load(counts_ptr + offs_e, mask=e_mask, other=0, cache_modifier=".cg")
     padded = (cnt + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     end = tl.cumsum(padded, 0)
     start = end - padded
-    total = tl.sum(padded, 0)
-    tl.store(cursor_ptr + offs_e, start, mask=e_mask)
-    for b0 in range(0, max_blocks, BCHUNK):
-        offs_b = b0 + tl.arange(0, BCHUNK)
-        row = offs_b * BLOCK_M
-        before = (end[None, :] <= row[:, None]) & e_mask[None, :]
-        ex = tl.sum(before.to(tl.int32), axis=1)
-        ex = tl.where(row < total, ex, -1)
-        tl.store(block_expert_ptr + offs_b, ex, mask=offs_b < max_blocks)
-    for r0 in range(0, max_rows, CHUNK):
-        offs_r = r0 + tl.arange(0, CHUNK)
-        tl.store(sorted_ids_ptr + offs_r, tl.full((CHUNK,), 0, tl.int32) + num_slots, mask=offs_r < max_rows)
+    tl.store(start_ptr + offs_e, start, mask=e_mask)
+    tl.store(bend_ptr + offs_e, end // BLOCK_M, mask=e_mask)
+    tl.store(fill_ptr + offs_e, start + cnt, mask=e_mask)
+
+
+@triton.jit
+def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
+           num_slots, num_experts, max_blocks, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr,
+           BB: tl.constexpr, LOG_E: tl.constexpr):
+    """Piece p: slots [p*CHUNK, (p+1)*CHUNK) to start[e] + rank; blocks [p*BB, (p+1)*BB): expert + sentinel."""
+    offs = p * CHUNK + tl.arange(0, CHUNK)
+    m = offs < num_slots
+    e = tl.load(ids_ptr + offs, mask=m, other=0).to(tl.int32)
+    r = tl.load(rank_ptr + offs, mask=m, other=0)
+    st = tl.load(start_ptr + e, mask=m, other=0)
+    tl.store(sorted_ids_ptr + st + r, offs, mask=m)
+
+    b = p * BB + tl.arange(0, BB)
+    mb = b < max_blocks
+    lo = tl.zeros((BB,), tl.int32)
+    hi = tl.zeros((BB,), tl.int32) + num_experts
+    for _ in tl.static_range(LOG_E):  # smallest e in [0, E] with bend[e] > b (E: none)
+        act = (lo < hi) & mb
+        mid = (lo + hi) // 2
+        v = tl.load(bend_ptr + mid, mask=act, other=0)
+        right = v > b
+        hi = tl.where(act & right, mid, hi)
+        lo = tl.where(act & (v <= b), mid + 1, lo)
+    ex = tl.where(lo < num_experts, lo, -1)
+    tl.store(block_expert_ptr + b, ex, mask=mb)
+    f = tl.load(fill_ptr + ex, mask=mb & (ex >= 0), other=0)
+    rows = b[:, None] * BLOCK_M + tl.arange(0, BLOCK_M)[None, :]
+    pad = (ex[:, None] < 0) | (rows >= f[:, None])
+    tl.store(sorted_ids_ptr + rows, tl.zeros((BB, BLOCK_M), tl.int32) + num_slots, mask=mb[:, None] & pad)
+
+
+@triton.jit
+def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_ptr, bend_ptr, fill_ptr,
+                          sorted_ids_ptr, block_expert_ptr, num_slots, num_experts, max_blocks, n_place,
+                          BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, CHUNK: tl.constexpr,
+                          PCHUNK: tl.constexpr, BB: tl.constexpr, LOG_E: tl.constexpr,
+                          SINGLE: tl.constexpr):
+    """Per-slot rank within its expert and, in the last program, start / end / fill per expert.
+
+    SINGLE (grid 1): zero counts first, then also run the n_place pieces of the place kernel."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    if SINGLE:
+        offs_e = tl.arange(0, E_POW2)
+        tl.store(counts_ptr + offs_e, tl.zeros((E_POW2,), tl.int32), mask=offs_e < num_experts)
+        tl.debug_barrier()
+    for s0 in range(pid * CHUNK, num_slots, nprog * CHUNK):
+        _rank_chunk(topk_ids_ptr, rank_ptr, counts_ptr, s0, num_slots, CHUNK)
     tl.debug_barrier()
-    for s0 in range(0, num_slots, CHUNK):
-        offs = s0 + tl.arange(0, CHUNK)
-        m = offs < num_slots
-        e = tl.load(topk_ids_ptr + offs, mask=m, other=0).to(tl.int32)
-        pos = tl.atomic_add(cursor_ptr + e, tl.full((CHUNK,), 1, tl.int32), mask=m)
-        tl.store(sorted_ids_ptr + pos, offs, mask=m)
+    if SINGLE:
+        _bounds(counts_ptr, start_ptr, bend_ptr, fill_ptr, num_experts, BLOCK_M, E_POW2)
+        tl.debug_barrier()
+        for p in range(0, n_place):
+            _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
+                   num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, LOG_E)
+    else:
+        ticket = tl.atomic_add(done_ptr, 1)
+        if ticket == nprog - 1:  # every other program's counts atomics have completed
+            _bounds(counts_ptr, start_ptr, bend_ptr, fill_ptr, num_experts, BLOCK_M, E_POW2)
+
+
+@triton.jit
+def moe_sort_place_kernel(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr,
+                          block_expert_ptr, num_slots, num_experts, max_blocks,
+                          BLOCK_M: tl.constexpr, PCHUNK: tl.constexpr, BB: tl.constexpr,
+                          LOG_E: tl.constexpr):
+    """Program p: piece p of the output (see :func:`_place`); grid max(cdiv(S, PCHUNK), cdiv(max_blocks, BB))."""
+    _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr,
+           tl.program_id(0), num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, LOG_E)
 
 
 def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, int]:
@@ -68,10 +164,19 @@ def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, 
     return blocks * block_m, blocks
 
 
+def sort_constexprs(num_experts: int, block_m: int) -> dict:
+    """The constexprs both kernels are compiled with for (E, BLOCK_M): E_POW2 = max(16, 2^ceil(log2 E)),
+    LOG_E = log2(E_POW2) + 1 binary-search steps, BB = max(1, PLACE_ROWS / BLOCK_M) blocks per piece."""
+    e_pow2 = max(16, triton.next_power_of_2(num_experts))
+    return {"BLOCK_M": block_m, "E_POW2": e_pow2, "CHUNK": COUNT_CHUNK, "PCHUNK": PLACE_CHUNK,
+            "BB": max(1, PLACE_ROWS // block_m), "LOG_E": e_pow2.bit_length()}
+
+
 def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     """topk_ids [T, k] (int) -> (sorted_ids [max_rows] int32, block_expert [max_blocks] int32).
 
     See the module docstring. ``block_m`` must be a power of two (the GEMM's BLOCK_M).
+    Launches: S <= SINGLE_MAX_SLOTS: one kernel; else a memset of E + 1 ints and two kernels.
     """
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [T, k], got shape {tuple(topk_ids.shape)}")
@@ -83,11 +188,25 @@ def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     dev = ids.device
     sorted_ids = torch.empty(max_rows, dtype=torch.int32, device=dev)
     block_expert = torch.empty(max_blocks, dtype=torch.int32, device=dev)
-    scratch = torch.empty(2 * num_experts, dtype=torch.int32, device=dev)
-    e_pow2 = triton.next_power_of_2(num_experts)
-    chunk = 1024 if s > 256 else 128
-    bchunk = max(1, min(64, 16384 // e_pow2))
-    moe_sort_kernel[(1,)](ids, sorted_ids, block_expert, scratch, scratch[num_experts:],
-                          s, num_experts, max_rows, max_blocks,
-                          BLOCK_M=block_m, E_POW2=e_pow2, CHUNK=chunk, BCHUNK=bchunk, num_warps=4)
+    ce = sort_constexprs(num_experts, block_m)
+    ep = ce["E_POW2"]  # scratch stride: every slice stays 16-byte aligned
+    n_place = max(triton.cdiv(s, ce["PCHUNK"]), triton.cdiv(max_blocks, ce["BB"]))
+    single = s <= SINGLE_MAX_SLOTS
+    # [counts (ep) | done (16)] zeroed unless single (the kernel zeroes counts), then start, bend, fill, rank
+    scratch = torch.empty(4 * ep + 16 + s, dtype=torch.int32, device=dev)
+    if not single:
+        scratch[:ep + 16].zero_()
+    counts, done = scratch[:ep], scratch[ep:ep + 1]
+    start, bend, fill = (scratch[ep + 16 + i * ep:2 * ep + 16 + i * ep] for i in range(3))
+    rank = scratch[4 * ep + 16:]
+    if single:
+        moe_sort_count_kernel[(1,)](ids, rank, counts, done, start, bend, fill, sorted_ids, block_expert,
+                                    s, num_experts, max_blocks, n_place, **ce, SINGLE=True, num_warps=4)
+        return sorted_ids, block_expert
+    grid1 = triton.cdiv(s, ce["CHUNK"])
+    moe_sort_count_kernel[(grid1,)](ids, rank, counts, done, start, bend, fill, sorted_ids, block_expert,
+                                    s, num_experts, max_blocks, n_place, **ce, SINGLE=False, num_warps=4)
+    moe_sort_place_kernel[(n_place,)](ids, rank, start, bend, fill, sorted_ids, block_expert,
+                                      s, num_experts, max_blocks, BLOCK_M=block_m, PCHUNK=ce["PCHUNK"],
+                                      BB=ce["BB"], LOG_E=ce["LOG_E"], num_warps=4)
     return sorted_ids, block_expert

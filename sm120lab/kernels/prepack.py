@@ -17,19 +17,23 @@ kernels want, per expert ``e`` and output row ``n``:
   power of two and the global scale become one multiply per output.
 
 The fragment layout (``frag_words`` / ``frag_scales``, for :mod:`.moe_frag`; built when N is a
-multiple of 16 and K of 64) stores each 16-row x 64-column weight tile as 32 lanes x 4 int32 words,
-word ``j`` of lane ``(g, t)`` (``g = lane // 4``, ``t = lane % 4``) holding exactly the 8 codes that
-lane contributes as the A operand of one ``mma.m16n8k16`` over K block ``j`` of the tile:
+multiple of 16 and K of 64) stores each 16-row x 64-column weight tile as 32 lanes x 4 int32 words.
+Word ``j`` of lane ``(g, t)`` (``g = lane // 4``, ``t = lane % 4``) holds the 8 codes that lane feeds
+as the A operand of the ``j``-th ``mma.m16n8k16`` over the tile, with ``c = 16 t + 4 j``:
 
-    x0, x1 = W[g, 16j+2t : +2]     x2, x3 = W[g+8, 16j+2t : +2]
-    x4, x5 = W[g, 16j+2t+8 : +2]   x6, x7 = W[g+8, 16j+2t+8 : +2]
+    x0, x1 = W[g, c : c+2]       x2, x3 = W[g+8, c : c+2]
+    x4, x5 = W[g, c+2 : c+4]     x6, x7 = W[g+8, c+2 : c+4]
 
-with the 32 code bits scattered (:data:`FRAG_BIT`) so that register ``R_r = (x_2r, x_2r+1)`` as
-bf16x2 bit patterns ``sign<<15 | magnitude<<6`` (the value ``e2m1 * 2**-126``, subnormals included)
-comes out of 1, 2, 2 and 4 integer instructions (``and``; ``shf`` + ``and``; ``shf`` + ``and``;
-two ``shf``, ``lop3``, ``and``). ``frag_scales`` int16 ``[E, N/16, K/64, 8, 4]`` holds, for lane
-group ``g`` and block ``j``, the E4M3 bytes of rows ``g`` (low byte) and ``g + 8`` (high byte).
-It is a permutation of the canonical bits: :func:`frag_to_canonical` inverts it exactly.
+An MMA's 16 K slots need not be 16 consecutive columns, only the same columns for A and B: here
+lane ``t`` covers columns ``16t .. 16t+15`` of the chunk over its 4 words, i.e. exactly one scale
+block, so a lane needs one scale pair for all 4 words, and its activations for the 4 MMAs are 16
+consecutive bf16 (two 16-byte loads). The 32 code bits are scattered (:data:`FRAG_BIT`) so that
+register ``R_r = (x_2r, x_2r+1)`` as bf16x2 bit patterns ``sign<<15 | magnitude<<6`` (the value
+``e2m1 * 2**-126``, subnormals included) comes out of 1, 2, 2 and 4 integer instructions (``and``;
+``shf`` + ``and``; ``shf`` + ``and``; two ``shf``, ``lop3``, ``and``). ``frag_scales`` int16
+``[E, N/16, K/64, 32]`` holds for each lane the E4M3 bytes of rows ``g`` (low byte) and ``g + 8``
+(high byte), block ``t`` of the chunk. It is a permutation of the canonical bits:
+:func:`frag_to_canonical` inverts it exactly.
 
 ``unpack_nvfp4(pack_nvfp4(w))`` returns a tensor equal to ``w`` byte for byte: the same codes,
 the same scale bytes in the same layout (swizzle padding included), the same global-scale tensor.
@@ -96,7 +100,7 @@ class PackedNVFP4:
         scale_layout: the canonical tensor's scale layout ("linear" or "swizzled").
         swizzle_pad: for "swizzled", the padded (rows, cols) of the swizzled scales; else None.
         frag_words: int32 [E, N/16, K/64, 32, 4] (module docstring), or None where N % 16 or K % 64.
-        frag_scales: int16 [E, N/16, K/64, 8, 4], or None.
+        frag_scales: int16 [E, N/16, K/64, 32] (one pair per lane), or None.
         frag_alpha: fp32 [E], ``2**7 / global_scale``, or None.
     """
 
@@ -222,7 +226,7 @@ def _tile_view(x: torch.Tensor, e: int, n: int, kcols: int, per: int):
 
 def canonical_to_frag(data: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Canonical codes uint8 [E, N, K/2] and linear scale bytes uint8 [E, N, K/16] -> fragment layout
-    (module docstring): int32 words [E, N/16, K/64, 32, 4] and int16 scales [E, N/16, K/64, 8, 4].
+    (module docstring): int32 words [E, N/16, K/64, 32, 4] and int16 scales [E, N/16, K/64, 32].
     Works one expert at a time (the int64 bit arithmetic needs 8 bytes per code)."""
     e, n, kh = data.shape
     k = kh * 2
@@ -230,16 +234,16 @@ def canonical_to_frag(data: torch.Tensor, scales: torch.Tensor) -> tuple[torch.T
     for i in range(e):
         d = data[i].to(torch.int64)
         codes = torch.stack((d & 0xF, d >> 4), dim=-1).reshape(1, n, k)
-        # [1, NT, rh, g, KC, j, ch, t, cl] -> [NT, KC, g, t, j, (ch, rh, cl)]
-        c = codes.reshape(n // 16, 2, 8, k // 64, 4, 2, 4, 2).permute(0, 3, 2, 6, 4, 5, 1, 7)
+        # [NT, rh, g, KC, t, j, ch, cl] -> [NT, KC, g, t, j, (ch, rh, cl)]
+        c = codes.reshape(n // 16, 2, 8, k // 64, 4, 4, 2, 2).permute(0, 3, 2, 4, 5, 6, 1, 7)
         c = c.reshape(n // 16, k // 64, 32, 4, 8)
         acc = torch.zeros(c.shape[:-1], dtype=torch.int64, device=data.device)
         for x in range(8):
             for b in range(4):
                 acc |= ((c[..., x] >> b) & 1) << FRAG_BIT[x][b]
         words[i] = (acc - ((acc >> 31) << 32)).to(torch.int32)  # two's complement wrap
-    s = _tile_view(scales, e, n, k // 16, 4).permute(0, 1, 4, 3, 5, 2)  # [E, NT, KC, g, j, rh]
-    fs = s.contiguous().view(torch.int16).reshape(e, n // 16, k // 64, 8, 4)
+    s = _tile_view(scales, e, n, k // 16, 4).permute(0, 1, 4, 3, 5, 2)  # [E, NT, KC, g, t, rh]
+    fs = s.contiguous().view(torch.int16).reshape(e, n // 16, k // 64, 32)
     return words, fs
 
 
@@ -254,10 +258,10 @@ def frag_to_canonical(words: torch.Tensor, fscales: torch.Tensor) -> tuple[torch
         for x in range(8):
             for b in range(4):
                 codes[..., x] |= ((w >> FRAG_BIT[x][b]) & 1) << b
-        # [NT, KC, g, t, j, ch, rh, cl] -> [NT, rh, g, KC, j, ch, t, cl]
-        c = codes.reshape(nt, kc, 8, 4, 4, 2, 2, 2).permute(0, 6, 2, 1, 4, 5, 3, 7).reshape(n, k // 2, 2)
+        # [NT, KC, g, t, j, ch, rh, cl] -> [NT, rh, g, KC, t, j, ch, cl]
+        c = codes.reshape(nt, kc, 8, 4, 4, 2, 2, 2).permute(0, 6, 2, 1, 3, 4, 5, 7).reshape(n, k // 2, 2)
         data[i] = (c[..., 0] | (c[..., 1] << 4)).to(torch.uint8)
-    s = fscales.contiguous().view(torch.uint8).reshape(e, nt, kc, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)
+    s = fscales.contiguous().view(torch.uint8).reshape(e, nt, kc, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)  # [E,NT,rh,g,KC,t]
     return data, s.reshape(e, n, k // 16).contiguous()
 
 
