@@ -23,7 +23,7 @@ def say(**kw):
 
 quick = "--quick" in sys.argv
 t0 = time.time()
-E, K, H, I = 512, 10, 4096, 1024
+E, K, H, I = 512, 10, 4096, 1024  # noqa: E741
 layer = make_bench_layer(E, K, H, I, seed=1, bf16=False, fp8=False)
 packed = prepare_moe_weights(layer.w13, layer.w2)
 say(stage="prepared", s=round(time.time() - t0, 1))
@@ -74,9 +74,9 @@ for t in (1, 4, 16, 64, 256, 1024) if not quick else (1, 16):
         # w13 alone (unsorted only: no sort needed)
         if not c.SORTED:
             bufs = [torch.empty(t * K, I, dtype=torch.bfloat16, device="cuda") for _ in range(sets)]
-            f13 = [lambda x=x, ids=ids, tw=tw, b=b, c=c: launch_frag(
+            f13 = [lambda x=x, ids=ids, tw=tw, b=b, c=c, t=t: launch_frag(
                 x, packed.w13, b, tw.reshape(-1), ids.reshape(-1), ids.reshape(-1), num_slots=t * K, a_row_div=K,
-                fuse_silu=True, mul_routing=False, sorted_cols=False, tiles=c.TILES, warps=c.num_warps)
+                fuse_silu=True, mul_routing=False, sorted_cols=False, tiles=c.TILES, warps=c.num_warps)  # noqa: B023
                 for x, (ids, tw), b in zip(xs, routs, bufs)]
             r13 = time_graph(f13)
             rows[name + "_w13"] = r13["us_median"]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 # Triton's interpreter only works if TRITON_INTERPRET=1 is set before triton is first imported
 # (triton.language's own @jit helpers are created at import). If another test module imported
@@ -66,6 +68,91 @@ def test_sort_groups_every_slot_once_and_pads(block_m, seed):
         assert rows.numel() > 0
         assert bool((flat[rows] == block_expert[b]).all())
     assert sorted(block_expert[:n_blocks].tolist()) == block_expert[:n_blocks].tolist()
+
+
+def _check_sort_contract(ids, e, block_m, sorted_ids, block_expert):
+    """The moe_sort contract against a pure-torch reference: per expert, the same multiset of slots
+    in [start, start + cnt), the sentinel S in [start + cnt, end) and past the last end, block_expert
+    = the expert owning each block up to end[E-1] / block_m and -1 after it."""
+    flat = ids.reshape(-1).long()
+    s = flat.numel()
+    max_rows, max_blocks = padded_bounds(s, e, block_m)
+    assert sorted_ids.dtype == torch.int32 and block_expert.dtype == torch.int32
+    assert sorted_ids.shape == (max_rows,) and block_expert.shape == (max_blocks,)
+    cnt = torch.bincount(flat, minlength=e)
+    padded = (cnt + block_m - 1) // block_m * block_m
+    end = torch.cumsum(padded, 0)
+    start = end - padded
+    total = int(end[-1]) if e else 0
+    assert total <= max_rows
+    ref_be = torch.full((max_blocks,), -1, dtype=torch.int32)
+    ref_be[:total // block_m] = torch.repeat_interleave(torch.arange(e, dtype=torch.int32), padded // block_m)
+    assert torch.equal(block_expert, ref_be)
+    slots = torch.arange(s)
+    for x in torch.nonzero(cnt).flatten().tolist():
+        a, c, b = int(start[x]), int(cnt[x]), int(end[x])
+        got = sorted_ids[a:a + c].long().sort().values
+        assert torch.equal(got, slots[flat == x]), f"expert {x}: wrong slots"
+        assert bool((sorted_ids[a + c:b] == s).all()), f"expert {x}: padding is not the sentinel"
+    assert bool((sorted_ids[total:] == s).all())
+
+
+def _routing(kind: str, t: int, k: int, e: int, g: torch.Generator) -> torch.Tensor:
+    if kind == "one_expert":  # every slot on one expert (repeats allowed)
+        return torch.full((t, k), int(torch.randint(e, (), generator=g)), dtype=torch.int64)
+    if kind == "distinct" and k <= e:  # top-k: k distinct experts per token
+        return torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)])
+    if kind == "skewed":  # a few hot experts
+        hot = torch.randint(e, (3,), generator=g)
+        pick = torch.randint(3, (t, k), generator=g)
+        cold = torch.randint(e, (t, k), generator=g)
+        return torch.where(torch.rand(t, k, generator=g) < 0.8, hot[pick], cold)
+    return torch.randint(e, (t, k), generator=g)
+
+
+def _sort_and_check(ids, e, block_m, single_max):
+    import sm120lab.kernels.moe_sort as ms
+
+    old = ms.SINGLE_MAX_SLOTS
+    ms.SINGLE_MAX_SLOTS = single_max
+    try:
+        sorted_ids, block_expert = moe_sort(ids, e, block_m)
+    finally:
+        ms.SINGLE_MAX_SLOTS = old
+    _check_sort_contract(ids, e, block_m, sorted_ids, block_expert)
+
+
+@needs_interp
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(t=st.integers(1, 300), k=st.sampled_from([1, 2, 8, 10]), e=st.sampled_from([1, 7, 64, 512]),
+       block_m=st.sampled_from([1, 8, 16, 64, 128]),
+       kind=st.sampled_from(["uniform", "distinct", "skewed", "one_expert"]),
+       single_max=st.sampled_from([0, 1024]), seed=st.integers(0, 2**31 - 1))
+def test_sort_matches_torch_reference_property(t, k, e, block_m, kind, single_max, seed):
+    """Random shapes and routings, through both the one-launch (S <= 1024) and the multi-CTA path."""
+    ids = _routing(kind, t, k, e, torch.Generator().manual_seed(seed))
+    _sort_and_check(ids, e, block_m, single_max)
+
+
+@needs_interp
+@pytest.mark.parametrize("t,k,e,block_m,kind", [
+    (300, 10, 7, 16, "one_expert"),  # 3000 slots on one expert, many count programs on one address
+    (300, 10, 512, 1, "one_expert"),  # block_m = 1: one block per slot
+    (1, 1, 512, 128, "uniform"),  # E > S: a single slot, 127 rows of padding
+    (3, 2, 512, 64, "distinct"),  # E > S
+    (137, 8, 64, 128, "skewed"),  # S not a multiple of any chunk
+    (1, 1, 1, 1, "uniform"),
+])
+@pytest.mark.parametrize("single_max", [0, 1024])
+def test_sort_matches_torch_reference_edges(t, k, e, block_m, kind, single_max, seed):
+    ids = _routing(kind, t, k, e, torch.Generator().manual_seed(seed))
+    _sort_and_check(ids, e, block_m, single_max)
+
+
+@needs_interp
+def test_sort_no_slots():
+    sorted_ids, block_expert = moe_sort(torch.zeros((0, 4), dtype=torch.int64), 8, 16)
+    assert sorted_ids.numel() == 0 and block_expert.numel() == 0
 
 
 @needs_interp

@@ -88,13 +88,13 @@ def torch_loop_moe(layer: BenchLayer, x, ids, tw):
 
 
 def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None, a2=None, packed=None,
-             decode_configs=None, decode=None, fast=None):
+             decode_configs=None, decode=None, fast=None, frag=None, frag_configs=None):
     """A no-argument callable running contender ``name``'s MoE layer on this routing.
 
     Args:
         packed: the prepared weights (``triton-w4a16`` only).
         fast: decode with inline PTX (None: where supported).
-        configs / decode_configs / decode: tile choices passed to the Triton layer.
+        configs / decode_configs / decode / frag / frag_configs: path and tile choices passed to the Triton layer.
     """
     if name == "triton-w4a16":
         from ..kernels.moe_layer import fused_moe_packed
@@ -102,7 +102,7 @@ def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None,
         if packed is None:
             raise ValueError("triton-w4a16 needs packed= (sm120lab.kernels.prepack.prepare_moe_weights)")
         return lambda: fused_moe_packed(x, ids, tw, packed, decode=decode, decode_configs=decode_configs,
-                                        configs=configs, fast=fast)
+                                        configs=configs, fast=fast, frag=frag, frag_configs=frag_configs)
     if name == "triton-w4a16-baseline":
         from ..kernels.moe_layer import fused_moe_nvfp4
 
@@ -122,9 +122,23 @@ def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None,
 
 
 def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=None, decode_configs=None,
-             decode=None, fast=None):
+             decode=None, fast=None, frag=None, frag_configs=None):
     """A callable running only the w13 GEMM of contender ``name`` (inputs sorted/gathered outside)."""
     k = ids.shape[1]
+    if name == "triton-w4a16" and frag:
+        from ..kernels.moe_configs import pick_frag_configs
+        from ..kernels.moe_frag import launch_frag
+        from ..kernels.moe_sort import moe_sort
+
+        s = ids.numel()
+        cfg = (frag_configs or pick_frag_configs(s))[0]
+        buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
+        twf = tw.reshape(-1).contiguous()
+        flat = ids.reshape(-1).contiguous()
+        slot_ids, expert_ids = moe_sort(ids, layer.E, 8) if cfg.SORTED else (flat, flat)
+        return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
+                                   fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
+                                   warps=cfg.num_warps)
     if name == "triton-w4a16":
         from ..kernels.moe_configs import DECODE_MAX_ROWS_PER_EXPERT, pick_decode_configs
         from ..kernels.moe_layer import _packed_gemm_args, fast_decode_supported, launch_decode, launch_moe_gemm

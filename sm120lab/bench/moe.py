@@ -106,19 +106,31 @@ def check_layer(layer, packed, seed: int, log: Callable[[str], None] = print) ->
     del u13, u2
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed + 7)
-    plans = ((1, None, None), (16, None, "d8x64w2s1p2"), (64, True, "d16x64w4s1o"), (256, None, None))
-    for t, decode, cfg_name in plans:
+    # (T, path, config): "frag" = the tensor-core fragment kernel, "decode" = the CUDA-core decode kernel,
+    # "mma" = the MMA kernel on the packed buffers; each fast path is also compared with the portable decode
+    from ..kernels.moe_configs import FRAG_CONFIGS
+    from ..kernels.moe_frag import frag_supported
+
+    frag_ok = packed.w13.has_frag and packed.w2.has_frag and frag_supported("cuda")
+    plans = [(1, "decode", None), (16, "decode", "d8x64w2s1p2"), (64, "decode", "d16x64w4s1o"), (256, "mma", None)]
+    if frag_ok:
+        plans += [(1, "frag", "f2w4"), (16, "frag", "f4w4"), (64, "frag", "f2w4o"), (256, "frag", "f4w4o")]
+    for t, path, cfg_name in plans:
         ids, tw = uniform_routing(t, layer.E, layer.k, gen=gen)
         x = torch.randn(t, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
         ref = moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
-        dc = (DECODE_CONFIGS[cfg_name],) * 2 if cfg_name else None
+        kw = {"frag": path == "frag", "decode": path != "mma"}
+        if path == "frag":
+            kw["frag_configs"] = (FRAG_CONFIGS[cfg_name],) * 2
+        elif cfg_name:
+            kw["decode_configs"] = (DECODE_CONFIGS[cfg_name],) * 2
         out = torch.full((t, layer.H), SENTINEL, dtype=torch.bfloat16, device="cuda")
-        fused_moe_packed(x, ids, tw, packed, decode=decode, decode_configs=dc, out=out, _poison=True)
+        fused_moe_packed(x, ids, tw, packed, out=out, _poison=True, **kw)
         rel = _rel(out, ref)
-        row = {"case": f"model T={t} ours", "rel_vs_fp64": rel, "written": _written(out),
-               "ok": _written(out) and rel < W4A16_REL_OK}
-        if t <= 64:
-            port = fused_moe_packed(x, ids, tw, packed, decode=decode, decode_configs=dc, fast=False)
+        row = {"case": f"model T={t} ours {path}" + (f" {cfg_name}" if cfg_name else ""), "path": path,
+               "rel_vs_fp64": rel, "written": _written(out), "ok": _written(out) and rel < W4A16_REL_OK}
+        if t <= 64 or path == "frag":
+            port = fused_moe_packed(x, ids, tw, packed, decode=True, frag=False, fast=False)
             row["rel_fast_vs_portable"] = _rel(out, port)
             row["ok"] = row["ok"] and row["rel_fast_vs_portable"] < FAST_VS_PORTABLE_REL_OK
         res.append(row)
@@ -129,7 +141,8 @@ def check_layer(layer, packed, seed: int, log: Callable[[str], None] = print) ->
         ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
         for decode in (True, False):
             out = torch.full((t, p.config.H), SENTINEL, dtype=torch.bfloat16, device="cuda")
-            fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, pk, decode=decode, out=out, _poison=True)
+            fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, pk, decode=decode, frag=False, out=out,
+                             _poison=True)
             rel = _rel(out, ref)
             row = {"case": f"small/{routing} T={t} ours decode={decode}", "rel_vs_fp64": rel,
                    "ok": _written(out) and rel < W4A16_REL_OK}
@@ -173,7 +186,14 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
     """
     from ..atomic_io import write_json_atomic
     from ..envinfo import collect
-    from ..kernels.moe_configs import DECODE_CONFIGS, DECODE_MAX_ROWS_PER_EXPERT
+    from ..kernels.moe_configs import (
+        DECODE_CONFIGS,
+        DECODE_MAX_ROWS_PER_EXPERT,
+        FRAG_CONFIGS,
+        FRAG_MAX_ROWS_PER_EXPERT,
+        FRAG_UNSORTED_MAX_SLOTS,
+        pick_frag_configs,
+    )
     from ..kernels.prepack import prepare_moe_weights
     from ..moe.problem import PRESETS
     from .ceilings import measure_bf16_tflops, measure_copy_gbps
@@ -199,9 +219,9 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                           "contenders use the dequantized values",
                "timing": "cuda_graph rows: triton.testing.do_bench_cudagraph over a pass of the routings, per "
                          "call; eager rows: triton.testing.do_bench (L2 flushed per pass)",
-               "ours": "triton-w4a16 = fused_moe_packed on prepare_moe_weights output; at more than "
-                       f"{DECODE_MAX_ROWS_PER_EXPERT} rows per active expert it runs the baseline's MMA kernel "
-                       "on the packed buffers",
+               "ours": "triton-w4a16 = fused_moe_packed on prepare_moe_weights output: the fragment "
+                       f"kernel (sm120lab.kernels.moe_frag) up to {FRAG_MAX_ROWS_PER_EXPERT} rows per active "
+                       "expert, else the baseline's MMA kernel on the packed buffers",
                "flashinfer": FLASHINFER_NOTE}}
 
     def save():
@@ -238,7 +258,16 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
         doc["checks_ok"] = bool(doc["checks"]) and all(c["ok"] for c in doc["checks"])
         log(f"checks: {sum(c['ok'] for c in doc['checks'])}/{len(doc['checks'])} ok")
     fast = None
-    fast_bad = [c for c in doc["checks"] if c.get("rel_fast_vs_portable", 0.0) >= FAST_VS_PORTABLE_REL_OK]
+    from ..kernels.moe_frag import frag_supported
+
+    use_frag_kernel = packed.w13.has_frag and packed.w2.has_frag and frag_supported("cuda")
+    frag_bad = [c for c in doc["checks"] if c.get("path") == "frag" and not c["ok"]]
+    if frag_bad or (check and not doc["checks"]):  # never time a wrong kernel
+        use_frag_kernel = False
+        doc["notes"]["frag"] = f"fragment kernel failed its check ({frag_bad[0]['case'] if frag_bad else 'no checks'})"
+        log(doc["notes"]["frag"])
+    fast_bad = [c for c in doc["checks"] if c.get("path") == "decode"
+                and c.get("rel_fast_vs_portable", 0.0) >= FAST_VS_PORTABLE_REL_OK]
     if fast_bad:  # never time a wrong kernel: fall back to the portable decode and say so
         fast = False
         doc["notes"]["fast_decode"] = f"inline-PTX decode failed its check ({fast_bad[0]['case']}): timed the portable path"
@@ -284,14 +313,19 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
             return guarded(f"T={t} {what}", lambda: time_graph(fns) if graph else time_eager(fns))
 
         base_cfg = baseline_configs(t, cfg.E, cfg.k)
-        decode = slots / min(cfg.E, slots) <= DECODE_MAX_ROWS_PER_EXPERT
-        ours_kw = {"packed": packed, "configs": base_cfg, "decode": decode, "decode_configs": None, "fast": fast}
+        rows_per_expert = slots / min(cfg.E, slots)
+        frag = use_frag_kernel and rows_per_expert <= FRAG_MAX_ROWS_PER_EXPERT
+        decode = frag or rows_per_expert <= DECODE_MAX_ROWS_PER_EXPERT
+        ours_kw = {"packed": packed, "configs": base_cfg, "decode": decode, "decode_configs": None, "fast": fast,
+                   "frag": frag, "frag_configs": None}
         if "triton-w4a16" in contenders and decode and sweep:
             best = None
-            for c in DECODE_CONFIGS.values():
-                r = timed(f"sweep {c.name}", lambda *a, c=c: make_moe("triton-w4a16", layer, *a, packed=packed,
-                                                                     decode=True, decode_configs=(c, c),
-                                                                     fast=fast))
+            cands = ([c for c in FRAG_CONFIGS.values() if c.SORTED or slots <= FRAG_UNSORTED_MAX_SLOTS] if frag
+                     else list(DECODE_CONFIGS.values()))
+            for c in cands:
+                key = "frag_configs" if frag else "decode_configs"
+                r = timed(f"sweep {c.name}", lambda *a, c=c, key=key: make_moe(
+                    "triton-w4a16", layer, *a, packed=packed, decode=True, fast=fast, frag=frag, **{key: (c, c)}))
                 if r is None:
                     continue
                 doc["sweep"].append({"T": t, "op": "moe", "config": c.name, **r})
@@ -299,9 +333,13 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                 if best is None or r["us_median"] < best[0]:
                     best = (r["us_median"], c)
             if best is not None:
-                ours_kw["decode_configs"] = (best[1], best[1])
+                ours_kw["frag_configs" if frag else "decode_configs"] = (best[1], best[1])
             save()
-        if decode:
+        if frag:
+            fcfg = ours_kw["frag_configs"] or pick_frag_configs(slots)
+            ours_kw["frag_configs"] = fcfg
+            ours_extra = {"path": "frag", "w13_config": fcfg[0].name, "w2_config": fcfg[1].name}
+        elif decode:
             from ..kernels.moe_configs import pick_decode_configs
 
             dcfg = ours_kw["decode_configs"] or pick_decode_configs(slots)
@@ -323,8 +361,10 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                 r = timed(f"{name} w13", lambda *a, name=name: make_w13(name, layer, *a, **ours_kw)) if t <= 64 else None
                 if r:
                     record(name, "w13", r, nv_w13, **ours_extra)
-                if not decode or ours_kw["decode_configs"][0].SORTED:
-                    bm = 1 if decode else base_cfg[0].BLOCK_M
+                sorted_path = (ours_kw["frag_configs"][0].SORTED if frag else
+                               not decode or ours_kw["decode_configs"][0].SORTED)
+                if sorted_path:
+                    bm = 8 if frag else 1 if decode else base_cfg[0].BLOCK_M
                     r = timed("sort", lambda x, ids, tw, bm=bm: make_sort(layer, ids, bm))
                     if r:
                         record(name, "sort", r, 0, block_m=bm)

@@ -35,6 +35,8 @@ BF16_MMA_RE = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf
 WGMMA_RE = re.compile(r"wgmma\.mma_async\S*bf16")
 #: the decode kernel's conversion (sm_89+): two E4M3 bytes -> f16x2
 E4M3X2_CVT_RE = re.compile(r"cvt\.rn\.f16x2\.e4m3x2")
+#: the fragment kernel's dequantization multiply (sm_90+)
+BF16X2_MUL_RE = re.compile(r"mul\.rn\.bf16x2")
 
 # A_MODE values, the same objects the GEMM kernel compares against (sm120lab.kernels.moe_gemm)
 _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = 0, 1, 2
@@ -46,7 +48,7 @@ class Variant:
 
     Args:
         name: row key in the table.
-        kernel: "gemm" (:mod:`.moe_gemm`) or "decode" (:mod:`.moe_decode`).
+        kernel: "gemm" (:mod:`.moe_gemm`), "decode" (:mod:`.moe_decode`) or "frag" (:mod:`.moe_frag`).
         constexprs: the variant's fixed constexprs (tile constexprs come from the config).
         min_triton: the oldest Triton this variant is known to compile with for sm_120, and how known.
     """
@@ -76,18 +78,21 @@ def _variants() -> tuple[Variant, ...]:
                                                        "MUL_ROUTING": not fuse}, mt))
     for op, fuse in (("w13", True), ("w2", False)):
         out.append(Variant(f"{op}_decode", "decode", {"FUSE_SILU": fuse, "MUL_ROUTING": not fuse}, _MEASURED_36))
+    for op, fuse in (("w13", True), ("w2", False)):
+        out.append(Variant(f"{op}_frag", "frag", {"FUSE_SILU": fuse, "MUL_ROUTING": not fuse}, _MEASURED_36))
     return tuple(out)
 
 
 #: what the fast CI test recompiles to check the committed table is reproducible
-SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m32n64k128w4s3"), ("w13_decode", "d16x64w4s1"))
+SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m32n64k128w4s3"), ("w13_decode", "d16x64w4s1"),
+          ("w13_frag", "f2w4"))
 
 
 def source_hash() -> str:
     """sha256 of the kernel sources (what a cached table must match)."""
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("moe_gemm.py", "moe_decode.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py", "aot.py"):
+    for name in ("moe_gemm.py", "moe_decode.py", "moe_frag.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py", "aot.py"):
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -209,7 +214,7 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
         "n_spill_stores": len(re.findall(r"\bSTL\b", sass)) if sass else None,
         "n_spill_loads": len(re.findall(r"\bLDL\b", sass)) if sass else None,
         "key_instruction": key, "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)),
-        "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "compile_s": round(dt, 2), "_sass": sass,
+        "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "n_bf16x2_mul": len(BF16X2_MUL_RE.findall(ptx)), "compile_s": round(dt, 2), "_sass": sass,
     }
 
 
@@ -241,6 +246,16 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         ptrs = _gemm_ptrs(ce["A_MODE"], ce["FUSE_SILU"])
         div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
                "stride_om")
+    elif v.kernel == "frag":
+        from .moe_frag import moe_w4a16_frag_kernel as fn
+
+        fuse = ce["FUSE_SILU"]
+        ce.update(SORTED=cfg.SORTED, TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES,
+                  JC=2 if cfg.SORTED else 1)
+        ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
+                "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
+                "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}
+        div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     else:
         from .moe_decode import moe_w4a16_decode_kernel as fn
 
@@ -251,10 +266,10 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     row = {"kernel": variant, "config": config_key(variant, cfg), "min_triton": v.min_triton,
            **compile_kernel(fn, ptrs, ce, cc, cfg.num_warps, cfg.num_stages, div)}
     sass = row.pop("_sass")
-    if v.kernel == "decode" and sass:
+    if v.kernel in ("decode", "frag") and sass:
         mix = loop_mix(sass)
         if mix:
-            elems = cfg.BLOCK_N * cfg.BLOCK_KW * 8 / (32 * cfg.num_warps)
+            elems = (cfg.TILES * 4 * 8 if v.kernel == "frag" else cfg.BLOCK_N * cfg.BLOCK_KW * 8 / (32 * cfg.num_warps))
             row["loop"] = {"instructions": mix["n"], "weight_elements_per_thread": elems,
                            "instructions_per_element": round(mix["n"] / elems, 3),
                            "top_opcodes": dict(list(mix["ops"].items())[:12])}
@@ -263,12 +278,13 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
 
 def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
     """Every (variant, config, cc) to compile, deduplicated by the config as compiled."""
-    from .moe_configs import CONFIGS, DECODE_CONFIGS
+    from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 
     out, seen = [], set()
+    tables = {"gemm": CONFIGS, "decode": DECODE_CONFIGS, "frag": FRAG_CONFIGS}
     for cc in ccs:
         for v in _variants():
-            for c in (CONFIGS if v.kernel == "gemm" else DECODE_CONFIGS).values():
+            for c in tables[v.kernel].values():
                 key = (v.name, config_key(v.name, c), cc)
                 if key not in seen:
                     seen.add(key)
@@ -346,6 +362,9 @@ def row_problems(r: dict) -> list[str]:
     elif k.endswith("decode"):
         if not (r["key_instruction"] and E4M3X2_CVT_RE.fullmatch(r["key_instruction"])):
             bad.append(f"decode without cvt.rn.f16x2.e4m3x2: {r['key_instruction']}")
+    elif k.endswith("frag"):
+        if not (r["n_bf16_mma"] and r.get("n_bf16x2_mul")):
+            bad.append(f"fragment kernel without its bf16 mma.sync / mul.rn.bf16x2: {r['key_instruction']}")
     elif k.startswith(("w13", "w2")) and r["key_instruction"] != "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32":
         bad.append(f"no bf16 mma.sync: {r['key_instruction']}")
     return bad
@@ -368,9 +387,9 @@ def main(argv=None) -> int:
     from ..envinfo import collect
 
     if args.sample:
-        from .moe_configs import CONFIGS, DECODE_CONFIGS
+        from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 
-        todo = [(v, {**CONFIGS, **DECODE_CONFIGS}[c], cc) for cc in args.cc for v, c in SAMPLE]
+        todo = [(v, {**CONFIGS, **DECODE_CONFIGS, **FRAG_CONFIGS}[c], cc) for cc in args.cc for v, c in SAMPLE]
         rows = compile_all(tuple(args.cc), todo=todo, progress=not args.quiet, n_jobs=args.jobs)
     else:
         rows = compile_all(tuple(args.cc), progress=not args.quiet, n_jobs=args.jobs)

@@ -119,6 +119,7 @@ class FragConfig:
     TILES: int
     num_warps: int
     SORTED: bool = False
+    num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
 
     def as_dict(self) -> dict:
         return asdict(self)

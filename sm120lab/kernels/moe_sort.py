@@ -1,4 +1,4 @@
-"""Token sorting by expert with padding to the GEMM block size: multi-CTA, two Triton launches.
+"""Token sorting by expert with padding to the GEMM block size: multi-CTA, at most two Triton launches.
 
 Slots are the S = T*k (token, choice) pairs, slot = t*k + j, e(slot) = topk_ids.flat[slot]. Output
 (the layout of vLLM's ``moe_align_block_size``, reimplemented):
@@ -28,13 +28,15 @@ Kernels (no host synchronisation, every shape a function of (S, E, BLOCK_M) only
    ``atomic_add(done, 1)``; the last one computes ``start``, ``end / BLOCK_M`` and
    ``fill = start + cnt`` (one [E] cumsum). ``counts`` and ``done`` are zeroed by a memset.
 2. :func:`moe_sort_place_kernel`, many programs: slots ``sorted_ids[start[e] + rank] = s`` (plain
-   stores, no atomics), and blocks: ``block_expert[b]`` by a binary search of b over the
-   non-decreasing ``end / BLOCK_M`` (O(log E) per block instead of O(E)), then the sentinel on the
-   rows of block b at or past ``fill[block_expert[b]]`` (all of them when it is -1). Slot rows and
-   sentinel rows are disjoint, so both halves run in parallel.
+   stores, no atomics), and blocks: ``block_expert[b] = #{e : end[e] / BLOCK_M <= b}`` (-1 when
+   that is E) by a 16-ary search over the non-decreasing ``end / BLOCK_M`` (3 dependent loads for
+   E <= 4096, O(log E) per block instead of the O(E) compare), then the sentinel on the rows of
+   block b at or past ``fill[block_expert[b]]`` (all of them when it is -1). Slot rows and sentinel
+   rows are disjoint, so both halves run in parallel.
 
-For small S (``S <= SINGLE_MAX_SLOTS``) one program does everything in one launch (it zeroes its
-own counts, then runs both kernels' bodies in turn): the decode path pays one launch, no memset.
+Launches: S > SINGLE_MAX_SLOTS: a memset of E_POW2 + 16 ints and the two kernels. Otherwise one
+program does everything in one launch (``SINGLE``: it zeroes its own counts, then runs the place
+kernel's pieces in a loop): the decode path pays one launch and no memset.
 
 The order of slots inside an expert depends on the order of the atomics between chunks (inside a
 chunk it follows the slot id); the GEMM computes every row independently, so results do not depend
@@ -47,10 +49,13 @@ import torch
 import triton
 import triton.language as tl
 
-SINGLE_MAX_SLOTS = 1024  # up to this many slots: one program, one launch
+SINGLE_MAX_SLOTS = 1024  # up to this many slots: one program, one launch (tunable, <= the cap)
+SINGLE_MAX_SLOTS_CAP = 1024  # slots placed per loop step of the one-program path
 COUNT_CHUNK = 128  # slots per program of the count kernel ([CHUNK, CHUNK] all-pairs compare)
 PLACE_CHUNK = 512  # slots per program of the place kernel
 PLACE_ROWS = 512  # sorted rows (BLOCK_M-row blocks) per program of the place kernel
+SINGLE_ROWS = 4096  # sorted rows per loop step of the one-program path (at most 1024 blocks)
+FAN = tl.constexpr(16)  # fan-out of the block -> expert search
 
 
 @triton.jit
@@ -87,9 +92,29 @@ def _bounds(counts_ptr, start_ptr, bend_ptr, fill_ptr, num_experts, BLOCK_M: tl.
 
 
 @triton.jit
+def _count_le(bend_ptr, b, mb, num_experts, BB: tl.constexpr, STEPS: tl.constexpr):
+    """#{e < E : bend[e] <= b} per query b, bend non-decreasing: a FAN-ary search, STEPS dependent loads.
+
+    Invariant: the answer lies in [lo, lo + FAN * st]; a step counts the FAN sub-ranges of width st whose
+    last entry bend[lo + j*st - 1] <= b (a prefix) and moves lo past them. FAN^STEPS >= E suffices."""
+    j = tl.arange(0, FAN) + 1
+    lo = tl.zeros((BB,), tl.int32)
+    st = 1
+    for _ in tl.static_range(STEPS - 1):
+        st = st * FAN
+    for _ in tl.static_range(STEPS):
+        idx = lo[:, None] + j[None, :] * st - 1
+        ok = (idx < num_experts) & mb[:, None]
+        v = tl.load(bend_ptr + idx, mask=ok, other=0)
+        lo = lo + tl.sum((ok & (v <= b[:, None])).to(tl.int32), axis=1) * st
+        st = st // FAN
+    return lo
+
+
+@triton.jit
 def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
            num_slots, num_experts, max_blocks, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr,
-           BB: tl.constexpr, LOG_E: tl.constexpr):
+           BB: tl.constexpr, STEPS: tl.constexpr):
     """Piece p: slots [p*CHUNK, (p+1)*CHUNK) to start[e] + rank; blocks [p*BB, (p+1)*BB): expert + sentinel."""
     offs = p * CHUNK + tl.arange(0, CHUNK)
     m = offs < num_slots
@@ -100,15 +125,7 @@ def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, blo
 
     b = p * BB + tl.arange(0, BB)
     mb = b < max_blocks
-    lo = tl.zeros((BB,), tl.int32)
-    hi = tl.zeros((BB,), tl.int32) + num_experts
-    for _ in tl.static_range(LOG_E):  # smallest e in [0, E] with bend[e] > b (E: none)
-        act = (lo < hi) & mb
-        mid = (lo + hi) // 2
-        v = tl.load(bend_ptr + mid, mask=act, other=0)
-        right = v > b
-        hi = tl.where(act & right, mid, hi)
-        lo = tl.where(act & (v <= b), mid + 1, lo)
+    lo = _count_le(bend_ptr, b, mb, num_experts, BB, STEPS)
     ex = tl.where(lo < num_experts, lo, -1)
     tl.store(block_expert_ptr + b, ex, mask=mb)
     f = tl.load(fill_ptr + ex, mask=mb & (ex >= 0), other=0)
@@ -121,7 +138,7 @@ def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, blo
 def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_ptr, bend_ptr, fill_ptr,
                           sorted_ids_ptr, block_expert_ptr, num_slots, num_experts, max_blocks, n_place,
                           BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, CHUNK: tl.constexpr,
-                          PCHUNK: tl.constexpr, BB: tl.constexpr, LOG_E: tl.constexpr,
+                          PCHUNK: tl.constexpr, BB: tl.constexpr, STEPS: tl.constexpr,
                           SINGLE: tl.constexpr):
     """Per-slot rank within its expert and, in the last program, start / end / fill per expert.
 
@@ -140,7 +157,7 @@ def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_pt
         tl.debug_barrier()
         for p in range(0, n_place):
             _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
-                   num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, LOG_E)
+                   num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, STEPS)
     else:
         ticket = tl.atomic_add(done_ptr, 1)
         if ticket == nprog - 1:  # every other program's counts atomics have completed
@@ -151,10 +168,10 @@ def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_pt
 def moe_sort_place_kernel(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr,
                           block_expert_ptr, num_slots, num_experts, max_blocks,
                           BLOCK_M: tl.constexpr, PCHUNK: tl.constexpr, BB: tl.constexpr,
-                          LOG_E: tl.constexpr):
+                          STEPS: tl.constexpr):
     """Program p: piece p of the output (see :func:`_place`); grid max(cdiv(S, PCHUNK), cdiv(max_blocks, BB))."""
     _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr,
-           tl.program_id(0), num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, LOG_E)
+           tl.program_id(0), num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, STEPS)
 
 
 def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, int]:
@@ -164,19 +181,28 @@ def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, 
     return blocks * block_m, blocks
 
 
-def sort_constexprs(num_experts: int, block_m: int) -> dict:
-    """The constexprs both kernels are compiled with for (E, BLOCK_M): E_POW2 = max(16, 2^ceil(log2 E)),
-    LOG_E = log2(E_POW2) + 1 binary-search steps, BB = max(1, PLACE_ROWS / BLOCK_M) blocks per piece."""
+def sort_constexprs(num_experts: int, block_m: int, single: bool) -> dict:
+    """Constexprs of :func:`moe_sort_count_kernel` for (E, BLOCK_M, SINGLE); the place kernel takes the
+    BLOCK_M, PCHUNK, BB, STEPS of ``single=False``.
+
+    E_POW2 = max(16, 2^ceil(log2 E)); STEPS = ceil(log_FAN(E_POW2)) search steps; a place piece covers
+    PCHUNK slots and BB = max(1, rows / BLOCK_M) blocks, rows = PLACE_ROWS (grid) or SINGLE_ROWS (the
+    one-program loop, BB <= 1024)."""
     e_pow2 = max(16, triton.next_power_of_2(num_experts))
-    return {"BLOCK_M": block_m, "E_POW2": e_pow2, "CHUNK": COUNT_CHUNK, "PCHUNK": PLACE_CHUNK,
-            "BB": max(1, PLACE_ROWS // block_m), "LOG_E": e_pow2.bit_length()}
+    steps = (e_pow2.bit_length() - 1 + 3) // 4  # FAN = 16 = 2^4
+    if single:
+        pchunk, bb = SINGLE_MAX_SLOTS_CAP, max(1, min(1024, SINGLE_ROWS // block_m))
+    else:
+        pchunk, bb = PLACE_CHUNK, max(1, PLACE_ROWS // block_m)
+    return {"BLOCK_M": block_m, "E_POW2": e_pow2, "CHUNK": COUNT_CHUNK, "PCHUNK": pchunk, "BB": bb,
+            "STEPS": steps, "SINGLE": single}
 
 
 def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     """topk_ids [T, k] (int) -> (sorted_ids [max_rows] int32, block_expert [max_blocks] int32).
 
     See the module docstring. ``block_m`` must be a power of two (the GEMM's BLOCK_M).
-    Launches: S <= SINGLE_MAX_SLOTS: one kernel; else a memset of E + 1 ints and two kernels.
+    Launches: S <= SINGLE_MAX_SLOTS: one kernel; else a memset of E_POW2 + 16 ints and two kernels.
     """
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [T, k], got shape {tuple(topk_ids.shape)}")
@@ -188,25 +214,22 @@ def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     dev = ids.device
     sorted_ids = torch.empty(max_rows, dtype=torch.int32, device=dev)
     block_expert = torch.empty(max_blocks, dtype=torch.int32, device=dev)
-    ce = sort_constexprs(num_experts, block_m)
+    single = s <= min(SINGLE_MAX_SLOTS, SINGLE_MAX_SLOTS_CAP)
+    ce = sort_constexprs(num_experts, block_m, single)
     ep = ce["E_POW2"]  # scratch stride: every slice stays 16-byte aligned
     n_place = max(triton.cdiv(s, ce["PCHUNK"]), triton.cdiv(max_blocks, ce["BB"]))
-    single = s <= SINGLE_MAX_SLOTS
-    # [counts (ep) | done (16)] zeroed unless single (the kernel zeroes counts), then start, bend, fill, rank
+    # [counts (ep) | done (16)], zeroed unless single (the kernel zeroes counts), then start, bend, fill, rank
     scratch = torch.empty(4 * ep + 16 + s, dtype=torch.int32, device=dev)
     if not single:
         scratch[:ep + 16].zero_()
     counts, done = scratch[:ep], scratch[ep:ep + 1]
     start, bend, fill = (scratch[ep + 16 + i * ep:2 * ep + 16 + i * ep] for i in range(3))
     rank = scratch[4 * ep + 16:]
-    if single:
-        moe_sort_count_kernel[(1,)](ids, rank, counts, done, start, bend, fill, sorted_ids, block_expert,
-                                    s, num_experts, max_blocks, n_place, **ce, SINGLE=True, num_warps=4)
-        return sorted_ids, block_expert
-    grid1 = triton.cdiv(s, ce["CHUNK"])
+    grid1 = 1 if single else triton.cdiv(s, ce["CHUNK"])
     moe_sort_count_kernel[(grid1,)](ids, rank, counts, done, start, bend, fill, sorted_ids, block_expert,
-                                    s, num_experts, max_blocks, n_place, **ce, SINGLE=False, num_warps=4)
-    moe_sort_place_kernel[(n_place,)](ids, rank, start, bend, fill, sorted_ids, block_expert,
-                                      s, num_experts, max_blocks, BLOCK_M=block_m, PCHUNK=ce["PCHUNK"],
-                                      BB=ce["BB"], LOG_E=ce["LOG_E"], num_warps=4)
+                                    s, num_experts, max_blocks, n_place, **ce, num_warps=4)
+    if not single:
+        moe_sort_place_kernel[(n_place,)](ids, rank, start, bend, fill, sorted_ids, block_expert,
+                                          s, num_experts, max_blocks, BLOCK_M=block_m, PCHUNK=ce["PCHUNK"],
+                                          BB=ce["BB"], STEPS=ce["STEPS"], num_warps=4)
     return sorted_ids, block_expert
