@@ -250,8 +250,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         from .moe_frag import moe_w4a16_frag_kernel as fn
 
         fuse = ce["FUSE_SILU"]
-        ce.update(SORTED=cfg.SORTED, TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES,
-                  JC=2 if cfg.SORTED else 1)
+        ce.update(SORTED=cfg.SORTED, TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES)
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}

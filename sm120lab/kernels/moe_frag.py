@@ -73,10 +73,33 @@ shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
 shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
 shf.r.wrap.b32 x, $4, $4, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $4, $4, {FRAG_R3_ROT_SEL};
 lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mul.rn.bf16x2 r0, r0, $5; mul.rn.bf16x2 r2, r2, $5;
-mul.rn.bf16x2 r1, r1, $6; mul.rn.bf16x2 r3, r3, $6;
-mov.b64 {{b0, b1}}, $7;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$8, $9, $10, $11}};
+mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
+mov.b64 {{b0, b1}}, $16;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$20, $21, $22, $23}};
+and.b32 r0, $5, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $5, $5, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $5, $5, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $5, $5, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $5, $5, {FRAG_R3_ROT_SEL};
+lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
+mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
+mov.b64 {{b0, b1}}, $17;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
+and.b32 r0, $6, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $6, $6, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $6, $6, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $6, $6, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $6, $6, {FRAG_R3_ROT_SEL};
+lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
+mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
+mov.b64 {{b0, b1}}, $18;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
+and.b32 r0, $7, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $7, $7, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $7, $7, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $7, $7, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $7, $7, {FRAG_R3_ROT_SEL};
+lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
+mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
+mov.b64 {{b0, b1}}, $19;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
 }}
 """)
 
@@ -88,11 +111,11 @@ def _frag_scales(sc):
 
 
 @triton.jit
-def _frag_mma(q, sg, sg8, b, c0, c1, c2, c3):
-    """One mma.m16n8k16 per element: (c0..c3) + W(q, sg, sg8) @ B(b) (module docstring); b: int64 = 4 bf16."""
-    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f,r,r,r,l,0,1,2,3",
-                                     [q, sg, sg8, b, c0, c1, c2, c3],
-                                     dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
+def _frag_mma(q, sg, sg8, b, c):
+    """A lane's 4 words (4 consecutive elements): 4 x mma.m16n8k16 into one accumulator. ``c`` holds the C
+    fragment (c0..c3) in its 4 elements; ``sg``/``sg8``: the lane's bf16x2 scales; ``b``: int64 = 4 bf16."""
+    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f," + "r," * 12 + "l,l,l,l,f,f,f,f",
+                                     [q, sg, sg8, b, c], dtype=tl.float32, is_pure=True, pack=4)
 
 
 @triton.jit(do_not_specialize=["num_slots"])
@@ -101,12 +124,12 @@ def moe_w4a16_frag_kernel(
     N, KC, num_slots, a_row_div, up_tiles,
     stride_am, stride_qe, stride_se, stride_om,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
-    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, JC: tl.constexpr,
+    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr,
 ):
     """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
     (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
     :attr:`.prepack.PackedNVFP4.frag_words` / ``frag_scales``; ``KC = K / 64``; ``OUT_T``: output tiles
-    per program (TILES / 2 with FUSE_SILU); ``JC``: C columns per lane that hold distinct slots (2 SORTED, 1 not)."""
+    per program (TILES / 2 with FUSE_SILU)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     expert = tl.load(expert_ptr + pid_m)
@@ -133,10 +156,7 @@ def moe_w4a16_frag_kernel(
     a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + 4 * t + j
     q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
     s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
-    c0 = tl.zeros((R,), tl.float32)
-    c1 = tl.zeros((R,), tl.float32)
-    c2 = tl.zeros((R,), tl.float32)
-    c3 = tl.zeros((R,), tl.float32)
+    c = tl.zeros((R,), tl.float32)
     kc = w
     ok = kc < KC
     q = tl.load(q_base + kc * 128, mask=ok, other=0)
@@ -150,45 +170,29 @@ def moe_w4a16_frag_kernel(
         am = b_ok & (kc < KC)
         b = tl.load(a_base + kc * 16, mask=am, other=0)
         sg, sg8 = _frag_scales(sc)
-        c0, c1, c2, c3 = _frag_mma(q, sg, sg8, b, c0, c1, c2, c3)
+        c = _frag_mma(q, sg, sg8, b, c)
         q = q_next
         sc = sc_next
-    # C fragment: c0 (row g, col 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1); sum the K blocks j and warps w
-    v00 = tl.sum(tl.sum(tl.reshape(c0, (TILES, WARPS, 32, 4)), axis=3), axis=1)
-    v01 = tl.sum(tl.sum(tl.reshape(c1, (TILES, WARPS, 32, 4)), axis=3), axis=1)
-    v10 = tl.sum(tl.sum(tl.reshape(c2, (TILES, WARPS, 32, 4)), axis=3), axis=1)
-    v11 = tl.sum(tl.sum(tl.reshape(c3, (TILES, WARPS, 32, 4)), axis=3), axis=1)
-    alpha = tl.load(alpha_ptr + expert)
-    ol = tl.arange(0, OUT_T * 32)
-    o_lane = ol % 32
-    o_g = o_lane // 4
-    o_t = o_lane % 4
-    o_row = (pid_n * OUT_T + ol // 32) * 16 + o_g
-    for jr in tl.static_range(2):
-        for jc in tl.static_range(JC):
-            if jr == 0 and jc == 0:
-                v = v00
-            elif jr == 0:
-                v = v01
-            elif jc == 0:
-                v = v10
-            else:
-                v = v11
-            v = tl.reshape(v, (TILES * 32,)) * alpha
-            if FUSE_SILU:
-                gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 32))))
-                v = gate / (1.0 + tl.exp(-gate)) * up
-            col = 2 * o_t + jc
-            if SORTED:
-                slot = tl.load(slot_ptr + pid_m * 8 + col)
-                keep = slot < num_slots
-            else:
-                slot = tl.zeros((OUT_T * 32,), tl.int32) + pid_m
-                keep = col == 0
-            if MUL_ROUTING:
-                v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
-            n = o_row + 8 * jr
-            tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+    # element (u, w, lane, e) holds C fragment entry e: row g + 8 (e // 2), column 2t + e % 2; sum the warps
+    v = tl.reshape(tl.sum(tl.reshape(c, (TILES, WARPS, 128)), axis=1), (TILES * 128,))
+    v = v * tl.load(alpha_ptr + expert)
+    if FUSE_SILU:
+        gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 128))))
+        v = gate / (1.0 + tl.exp(-gate)) * up
+    ol = tl.arange(0, OUT_T * 128)
+    o_e = ol % 4
+    o_lane = (ol // 4) % 32
+    n = (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
+    col = 2 * (o_lane % 4) + o_e % 2
+    if SORTED:
+        slot = tl.load(slot_ptr + pid_m * 8 + col)
+        keep = slot < num_slots
+    else:
+        slot = tl.zeros((OUT_T * 128,), tl.int32) + pid_m
+        keep = col == 0
+    if MUL_ROUTING:
+        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
 
 
 def emulate_word(q: torch.Tensor, sc: torch.Tensor) -> torch.Tensor:
@@ -260,4 +264,4 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         n_out, kc, num_slots, a_row_div, n_out // 16,
         a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
         FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols, TILES=tiles, WARPS=warps,
-        OUT_T=out_t, JC=2 if sorted_cols else 1, num_warps=warps, num_stages=1)
+        OUT_T=out_t, num_warps=warps, num_stages=1)

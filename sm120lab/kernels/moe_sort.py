@@ -54,7 +54,7 @@ SINGLE_MAX_SLOTS_CAP = 1024  # slots placed per loop step of the one-program pat
 COUNT_CHUNK = 128  # slots per program of the count kernel ([CHUNK, CHUNK] all-pairs compare)
 PLACE_CHUNK = 512  # slots per program of the place kernel
 PLACE_ROWS = 512  # sorted rows (BLOCK_M-row blocks) per program of the place kernel
-SINGLE_ROWS = 4096  # sorted rows per loop step of the one-program path (at most 1024 blocks)
+SINGLE_ROWS = 4096  # sorted rows per loop step of the one-program path (at most 256 blocks)
 FAN = tl.constexpr(16)  # fan-out of the block -> expert search
 
 
@@ -187,13 +187,13 @@ def sort_constexprs(num_experts: int, block_m: int, single: bool) -> dict:
 
     E_POW2 = max(16, 2^ceil(log2 E)); STEPS = ceil(log_FAN(E_POW2)) search steps; a place piece covers
     PCHUNK slots and BB = max(1, rows / BLOCK_M) blocks, rows = PLACE_ROWS (grid) or SINGLE_ROWS (the
-    one-program loop, BB <= 1024)."""
+    one-program loop), at most 256 blocks (the [BB, FAN] search tile)."""
     e_pow2 = max(16, triton.next_power_of_2(num_experts))
     steps = (e_pow2.bit_length() - 1 + 3) // 4  # FAN = 16 = 2^4
     if single:
-        pchunk, bb = SINGLE_MAX_SLOTS_CAP, max(1, min(1024, SINGLE_ROWS // block_m))
+        pchunk, bb = SINGLE_MAX_SLOTS_CAP, max(1, min(256, SINGLE_ROWS // block_m))
     else:
-        pchunk, bb = PLACE_CHUNK, max(1, PLACE_ROWS // block_m)
+        pchunk, bb = PLACE_CHUNK, max(1, min(256, PLACE_ROWS // block_m))
     return {"BLOCK_M": block_m, "E_POW2": e_pow2, "CHUNK": COUNT_CHUNK, "PCHUNK": pchunk, "BB": bb,
             "STEPS": steps, "SINGLE": single}
 
