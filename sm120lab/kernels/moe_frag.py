@@ -104,6 +104,70 @@ mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1
 """)
 
 
+_DEQUANT_ASM = tl.constexpr(f"""
+{{
+.reg .b32 x, y;
+and.b32 $0, $16, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $16, $16, {FRAG_ROT[1]}; and.b32 $4, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $16, $16, {FRAG_ROT[2]}; and.b32 $8, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $16, $16, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $16, $16, {FRAG_R3_ROT_SEL};
+lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $12, y, {FRAG_MASK:#x};
+mul.rn.bf16x2 $0, $0, $20; mul.rn.bf16x2 $8, $8, $20;
+mul.rn.bf16x2 $4, $4, $24; mul.rn.bf16x2 $12, $12, $24;
+and.b32 $1, $17, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $17, $17, {FRAG_ROT[1]}; and.b32 $5, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $17, $17, {FRAG_ROT[2]}; and.b32 $9, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $17, $17, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $17, $17, {FRAG_R3_ROT_SEL};
+lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $13, y, {FRAG_MASK:#x};
+mul.rn.bf16x2 $1, $1, $20; mul.rn.bf16x2 $9, $9, $20;
+mul.rn.bf16x2 $5, $5, $24; mul.rn.bf16x2 $13, $13, $24;
+and.b32 $2, $18, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $18, $18, {FRAG_ROT[1]}; and.b32 $6, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $18, $18, {FRAG_ROT[2]}; and.b32 $10, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $18, $18, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $18, $18, {FRAG_R3_ROT_SEL};
+lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $14, y, {FRAG_MASK:#x};
+mul.rn.bf16x2 $2, $2, $20; mul.rn.bf16x2 $10, $10, $20;
+mul.rn.bf16x2 $6, $6, $24; mul.rn.bf16x2 $14, $14, $24;
+and.b32 $3, $19, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $19, $19, {FRAG_ROT[1]}; and.b32 $7, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $19, $19, {FRAG_ROT[2]}; and.b32 $11, x, {FRAG_MASK:#x};
+shf.r.wrap.b32 x, $19, $19, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $19, $19, {FRAG_R3_ROT_SEL};
+lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $15, y, {FRAG_MASK:#x};
+mul.rn.bf16x2 $3, $3, $20; mul.rn.bf16x2 $11, $11, $20;
+mul.rn.bf16x2 $7, $7, $24; mul.rn.bf16x2 $15, $15, $24;
+}}
+""")
+
+_MMA4_ASM = tl.constexpr(f"""
+{{
+.reg .b32 b0, b1;
+mov.b64 {{b0, b1}}, $20;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$4, $8, $12, $16}}, {{b0, b1}}, {{$24, $25, $26, $27}};
+mov.b64 {{b0, b1}}, $21;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$5, $9, $13, $17}}, {{b0, b1}}, {{$0, $1, $2, $3}};
+mov.b64 {{b0, b1}}, $22;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$6, $10, $14, $18}}, {{b0, b1}}, {{$0, $1, $2, $3}};
+mov.b64 {{b0, b1}}, $23;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$7, $11, $15, $19}}, {{b0, b1}}, {{$0, $1, $2, $3}};
+}}
+""")
+
+
+@triton.jit
+def _frag_dequant(q, sg, sg8):
+    """A lane's 4 words -> the 4 A registers of each word's MMA (bf16x2 ``e2m1 * SF * 2**-7``):
+    (R0, R1, R2, R3), element j of ``R_r`` = register r of word j."""
+    return tl.inline_asm_elementwise(_DEQUANT_ASM, "=r," * 16 + "r," * 11 + "r", [q, sg, sg8],
+                                     dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=4)
+
+
+@triton.jit
+def _frag_mma_regs(r0, r1, r2, r3, b, c):
+    """4 x mma.m16n8k16 (one per word j of the lane) on dequantized A registers into one accumulator ``c``."""
+    return tl.inline_asm_elementwise(_MMA4_ASM, "=f,=f,=f,=f," + "r," * 16 + "l,l,l,l,f,f,f,f",
+                                     [r0, r1, r2, r3, b, c], dtype=tl.float32, is_pure=True, pack=4)
+
+
 @triton.jit
 def _frag_scales(sc):
     """int32 (low 16 bits: E4M3 bytes of rows g, g+8) -> bf16x2 (SF_g, SF_g) * 2**119, (SF_g8, SF_g8) * 2**119."""
@@ -190,6 +254,77 @@ def moe_w4a16_frag_kernel(
     else:
         slot = tl.zeros((OUT_T * 128,), tl.int32) + pid_m
         keep = col == 0
+    if MUL_ROUTING:
+        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+
+
+@triton.jit(do_not_specialize=["num_slots"])
+def moe_w4a16_frag_wide_kernel(
+    a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
+    N, KC, num_slots, a_row_div, up_tiles,
+    stride_am, stride_qe, stride_se, stride_om,
+    FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
+    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
+):
+    """:func:`moe_w4a16_frag_kernel` for more rows: each program takes one ``8 * CG``-slot block of
+    ``moe_sort(ids, E, 8 * CG)`` and dequantizes each weight word once for ``CG`` MMAs (one per
+    group of 8 slots). Tensors are ``[CG, R]``: the column group in registers, the word index as in
+    the decode kernel."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    expert = tl.load(expert_ptr + pid_m)
+    if expert < 0:
+        return
+    expert = expert.to(tl.int64)
+    R: tl.constexpr = TILES * WARPS * 128
+    i = tl.arange(0, R)
+    j = i % 4
+    lane = (i // 4) % 32
+    w = (i // 128) % WARPS
+    u = i // (128 * WARPS)
+    g = lane // 4
+    t = lane % 4
+    if FUSE_SILU:
+        tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
+    else:
+        tile = pid_n * TILES + u
+    cg = tl.arange(0, CG)[:, None]
+    slot_b = tl.load(slot_ptr + pid_m * (8 * CG) + cg * 8 + g[None, :])
+    b_ok = slot_b < num_slots
+    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + (4 * t + j)[None, :]
+    q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
+    s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
+    c = tl.zeros((CG, R), tl.float32)
+    kc = w
+    ok = kc < KC
+    q = tl.load(q_base + kc * 128, mask=ok, other=0)
+    sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
+    for k0 in range(0, KC, WARPS):
+        kn = k0 + WARPS + w
+        okn = kn < KC
+        q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
+        sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
+        kc = k0 + w
+        b = tl.load(a_base + (kc * 16)[None, :], mask=b_ok & (kc < KC)[None, :], other=0)
+        sg, sg8 = _frag_scales(sc)
+        r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+        c = _frag_mma_regs(tl.broadcast_to(r0[None, :], (CG, R)), tl.broadcast_to(r1[None, :], (CG, R)),
+                           tl.broadcast_to(r2[None, :], (CG, R)), tl.broadcast_to(r3[None, :], (CG, R)), b, c)
+        q = q_next
+        sc = sc_next
+    v = tl.reshape(tl.sum(tl.reshape(c, (CG, TILES, WARPS, 128)), axis=2), (CG, TILES * 128))
+    v = v * tl.load(alpha_ptr + expert)
+    if FUSE_SILU:
+        gate, up = tl.split(tl.permute(tl.reshape(v, (CG, 2, OUT_T * 128)), (0, 2, 1)))
+        v = gate / (1.0 + tl.exp(-gate)) * up
+    ol = tl.arange(0, OUT_T * 128)[None, :]
+    o_e = ol % 4
+    o_lane = (ol // 4) % 32
+    n = (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
+    col = cg * 8 + 2 * (o_lane % 4) + o_e % 2
+    slot = tl.load(slot_ptr + pid_m * (8 * CG) + col)
+    keep = slot < num_slots
     if MUL_ROUTING:
         v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
     tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
