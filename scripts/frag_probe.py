@@ -33,7 +33,7 @@ for t in (1, 16, 64, 256):
     ids, tw = uniform_routing(t, E, K, gen=gen)
     x = torch.randn(t, H, device="cuda", generator=gen).to(torch.bfloat16)
     ref = moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
-    for name in ("f2w4", "f2w4o", "f4w4", "f4w4o"):
+    for name in ("f2w4", "f2w4o", "f4w4", "f2w4oc4", "f2w2oc4"):
         c = FRAG_CONFIGS[name]
         out = torch.full((t, H), SENTINEL, dtype=torch.bfloat16, device="cuda")
         try:
@@ -58,13 +58,15 @@ def floor_us(ids, op_bytes_per_expert):
 w13_bytes = 2 * I * H * 0.5625
 w2_bytes = H * I * 0.5625
 sets = 8
-for t in (1, 4, 16, 64, 256, 1024) if not quick else (1, 16):
+for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
     routs = [uniform_routing(t, E, K, gen=gen) for _ in range(sets)]
     xs = [torch.randn(t, H, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(sets)]
     fl = sum(floor_us(ids, w13_bytes + w2_bytes) for ids, _ in routs) / sets
     fl13 = sum(floor_us(ids, w13_bytes) for ids, _ in routs) / sets
     rows = {}
-    names = ["f2w4", "f2w8", "f4w4", "f2w2"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w8o"]
+    names = (["f2w4", "f2w8", "f4w4", "f2w2"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4", "f2w8oc4"]
+             if t <= 256 else ["f2w4oc2", "f2w4oc4", "f2w8oc4", "f2w2oc4"])
+    sets = 8 if t <= 256 else 2
     for name in names:
         c = FRAG_CONFIGS[name]
         fns = [lambda x=x, ids=ids, tw=tw, c=c: fused_moe_packed(x, ids, tw, packed, frag=True, frag_configs=(c, c))

@@ -135,10 +135,10 @@ def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=N
         buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
         twf = tw.reshape(-1).contiguous()
         flat = ids.reshape(-1).contiguous()
-        slot_ids, expert_ids = moe_sort(ids, layer.E, 8) if cfg.SORTED else (flat, flat)
+        slot_ids, expert_ids = moe_sort(ids, layer.E, cfg.block_m) if cfg.SORTED else (flat, flat)
         return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
                                    fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
-                                   warps=cfg.num_warps)
+                                   warps=cfg.num_warps, cg=cfg.CG)
     if name == "triton-w4a16":
         from ..kernels.moe_configs import DECODE_MAX_ROWS_PER_EXPERT, pick_decode_configs
         from ..kernels.moe_layer import _packed_gemm_args, fast_decode_supported, launch_decode, launch_moe_gemm

@@ -364,7 +364,7 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                 sorted_path = (ours_kw["frag_configs"][0].SORTED if frag else
                                not decode or ours_kw["decode_configs"][0].SORTED)
                 if sorted_path:
-                    bm = 8 if frag else 1 if decode else base_cfg[0].BLOCK_M
+                    bm = ours_kw["frag_configs"][0].block_m if frag else 1 if decode else base_cfg[0].BLOCK_M
                     r = timed("sort", lambda x, ids, tw, bm=bm: make_sort(layer, ids, bm))
                     if r:
                         record(name, "sort", r, 0, block_m=bm)

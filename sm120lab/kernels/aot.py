@@ -247,10 +247,16 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
                "stride_om")
     elif v.kernel == "frag":
-        from .moe_frag import moe_w4a16_frag_kernel as fn
+        from .moe_frag import moe_w4a16_frag_kernel, moe_w4a16_frag_wide_kernel
 
         fuse = ce["FUSE_SILU"]
-        ce.update(SORTED=cfg.SORTED, TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES)
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES)
+        if cfg.CG:
+            fn = moe_w4a16_frag_wide_kernel
+            ce.update(CG=cfg.CG)
+        else:
+            fn = moe_w4a16_frag_kernel
+            ce.update(SORTED=cfg.SORTED)
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}

@@ -119,24 +119,33 @@ class FragConfig:
     TILES: int
     num_warps: int
     SORTED: bool = False
+    CG: int = 0  # > 0: the wide kernel, 8 * CG slots of one expert per program (SORTED implied)
     num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
+
+    @property
+    def block_m(self) -> int:
+        """Slots per sorted block (``moe_sort`` block size)."""
+        return 8 * self.CG if self.CG else 8
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     @property
     def name(self) -> str:
-        return f"f{self.TILES}w{self.num_warps}" + ("o" if self.SORTED else "")
+        return f"f{self.TILES}w{self.num_warps}" + ("o" if self.SORTED else "") + (f"c{self.CG}" if self.CG else "")
 
 
 #: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
 FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
     FragConfig(2, 4), FragConfig(2, 8), FragConfig(4, 4), FragConfig(2, 2),
     FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 8, SORTED=True),
+    FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 8, SORTED=True, CG=4),
+    FragConfig(2, 2, SORTED=True, CG=4),
 )}
 
-#: the fragment kernel serves up to this many rows per active expert (8 slot columns per MMA)
-FRAG_MAX_ROWS_PER_EXPERT = 8.0
+#: the fragment kernels serve up to this many rows per active expert (decode: 8 slot columns per MMA;
+#: wide: 32 per program); above it the MMA kernel of moe_gemm runs
+FRAG_MAX_ROWS_PER_EXPERT = 1e9
 #: up to this many slots the fragment kernel runs one slot per program (no sort launch)
 FRAG_UNSORTED_MAX_SLOTS = 160
 
@@ -145,4 +154,6 @@ def pick_frag_configs(num_slots: int) -> tuple[FragConfig, FragConfig]:
     """(w13, w2) fragment configs: one slot per program up to ``FRAG_UNSORTED_MAX_SLOTS``, else 8-slot groups."""
     if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w4"]
-    return FRAG_CONFIGS["f2w4o"], FRAG_CONFIGS["f2w4o"]
+    if num_slots <= 2560:
+        return FRAG_CONFIGS["f2w4o"], FRAG_CONFIGS["f2w4o"]
+    return FRAG_CONFIGS["f2w4oc4"], FRAG_CONFIGS["f2w4oc4"]

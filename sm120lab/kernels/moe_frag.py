@@ -138,18 +138,18 @@ mul.rn.bf16x2 $7, $7, $24; mul.rn.bf16x2 $15, $15, $24;
 }}
 """)
 
-_MMA4_ASM = tl.constexpr(f"""
-{{
+_MMA4_ASM = tl.constexpr("""
+{
 .reg .b32 b0, b1;
-mov.b64 {{b0, b1}}, $20;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$4, $8, $12, $16}}, {{b0, b1}}, {{$24, $25, $26, $27}};
-mov.b64 {{b0, b1}}, $21;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$5, $9, $13, $17}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-mov.b64 {{b0, b1}}, $22;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$6, $10, $14, $18}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-mov.b64 {{b0, b1}}, $23;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{$7, $11, $15, $19}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-}}
+mov.b64 {b0, b1}, $20;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$4, $8, $12, $16}, {b0, b1}, {$24, $25, $26, $27};
+mov.b64 {b0, b1}, $21;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$5, $9, $13, $17}, {b0, b1}, {$0, $1, $2, $3};
+mov.b64 {b0, b1}, $22;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$6, $10, $14, $18}, {b0, b1}, {$0, $1, $2, $3};
+mov.b64 {b0, b1}, $23;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$7, $11, $15, $19}, {b0, b1}, {$0, $1, $2, $3};
+}
 """)
 
 
@@ -259,6 +259,32 @@ def moe_w4a16_frag_kernel(
     tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
 
 
+@triton.jit
+def _wide_group(a_ptr, slot_ptr, base, cg, g, t, j, num_slots, a_row_div, stride_am):
+    """Pointers (int64 = 4 bf16) and mask of column group ``cg``: slot ``slot_ptr[base + 8 cg + g]``."""
+    slot = tl.load(slot_ptr + base + cg * 8 + g)
+    return a_ptr + (slot // a_row_div).to(tl.int64) * stride_am + 4 * t + j, slot < num_slots
+
+
+@triton.jit
+def _wide_store(v, out_ptr, topk_w_ptr, slot_ptr, base, cg, n, col, N, num_slots, stride_om, MUL_ROUTING: tl.constexpr):
+    slot = tl.load(slot_ptr + base + cg * 8 + col)
+    keep = slot < num_slots
+    if MUL_ROUTING:
+        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+
+
+@triton.jit
+def _wide_epilogue(c, alpha, TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr,
+                   FUSE_SILU: tl.constexpr):
+    v = tl.reshape(tl.sum(tl.reshape(c, (TILES, WARPS, 128)), axis=1), (TILES * 128,)) * alpha
+    if FUSE_SILU:
+        gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 128))))
+        v = gate / (1.0 + tl.exp(-gate)) * up
+    return v
+
+
 @triton.jit(do_not_specialize=["num_slots"])
 def moe_w4a16_frag_wide_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
@@ -268,9 +294,9 @@ def moe_w4a16_frag_wide_kernel(
     TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
 ):
     """:func:`moe_w4a16_frag_kernel` for more rows: each program takes one ``8 * CG``-slot block of
-    ``moe_sort(ids, E, 8 * CG)`` and dequantizes each weight word once for ``CG`` MMAs (one per
-    group of 8 slots). Tensors are ``[CG, R]``: the column group in registers, the word index as in
-    the decode kernel."""
+    ``moe_sort(ids, E, 8 * CG)`` (``CG`` in 1, 2, 4) and dequantizes each weight word once for
+    ``CG`` MMAs, one per group of 8 slots (separate 1-D tensors, so every operand of the asm keeps
+    the decode kernel's layout)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     expert = tl.load(expert_ptr + pid_m)
@@ -289,13 +315,17 @@ def moe_w4a16_frag_wide_kernel(
         tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
     else:
         tile = pid_n * TILES + u
-    cg = tl.arange(0, CG)[:, None]
-    slot_b = tl.load(slot_ptr + pid_m * (8 * CG) + cg * 8 + g[None, :])
-    b_ok = slot_b < num_slots
-    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + (4 * t + j)[None, :]
+    base = pid_m * (8 * CG)
+    a0, ok0 = _wide_group(a_ptr, slot_ptr, base, 0, g, t, j, num_slots, a_row_div, stride_am)
+    a1, ok1 = _wide_group(a_ptr, slot_ptr, base, 1 % CG, g, t, j, num_slots, a_row_div, stride_am)
+    a2, ok2 = _wide_group(a_ptr, slot_ptr, base, 2 % CG, g, t, j, num_slots, a_row_div, stride_am)
+    a3, ok3 = _wide_group(a_ptr, slot_ptr, base, 3 % CG, g, t, j, num_slots, a_row_div, stride_am)
     q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
     s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
-    c = tl.zeros((CG, R), tl.float32)
+    c0 = tl.zeros((R,), tl.float32)
+    c1 = tl.zeros((R,), tl.float32)
+    c2 = tl.zeros((R,), tl.float32)
+    c3 = tl.zeros((R,), tl.float32)
     kc = w
     ok = kc < KC
     q = tl.load(q_base + kc * 128, mask=ok, other=0)
@@ -306,28 +336,33 @@ def moe_w4a16_frag_wide_kernel(
         q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
         sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
         kc = k0 + w
-        b = tl.load(a_base + (kc * 16)[None, :], mask=b_ok & (kc < KC)[None, :], other=0)
+        kin = kc < KC
         sg, sg8 = _frag_scales(sc)
         r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-        c = _frag_mma_regs(tl.broadcast_to(r0[None, :], (CG, R)), tl.broadcast_to(r1[None, :], (CG, R)),
-                           tl.broadcast_to(r2[None, :], (CG, R)), tl.broadcast_to(r3[None, :], (CG, R)), b, c)
+        c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
+        if CG > 1:
+            c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
+        if CG > 2:
+            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
         q = q_next
         sc = sc_next
-    v = tl.reshape(tl.sum(tl.reshape(c, (CG, TILES, WARPS, 128)), axis=2), (CG, TILES * 128))
-    v = v * tl.load(alpha_ptr + expert)
-    if FUSE_SILU:
-        gate, up = tl.split(tl.permute(tl.reshape(v, (CG, 2, OUT_T * 128)), (0, 2, 1)))
-        v = gate / (1.0 + tl.exp(-gate)) * up
-    ol = tl.arange(0, OUT_T * 128)[None, :]
+    alpha = tl.load(alpha_ptr + expert)
+    ol = tl.arange(0, OUT_T * 128)
     o_e = ol % 4
     o_lane = (ol // 4) % 32
     n = (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
-    col = cg * 8 + 2 * (o_lane % 4) + o_e % 2
-    slot = tl.load(slot_ptr + pid_m * (8 * CG) + col)
-    keep = slot < num_slots
-    if MUL_ROUTING:
-        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
-    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+    col = 2 * (o_lane % 4) + o_e % 2
+    _wide_store(_wide_epilogue(c0, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base, 0,
+                n, col, N, num_slots, stride_om, MUL_ROUTING)
+    if CG > 1:
+        _wide_store(_wide_epilogue(c1, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
+                    1, n, col, N, num_slots, stride_om, MUL_ROUTING)
+    if CG > 2:
+        _wide_store(_wide_epilogue(c2, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
+                    2, n, col, N, num_slots, stride_om, MUL_ROUTING)
+        _wide_store(_wide_epilogue(c3, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
+                    3, n, col, N, num_slots, stride_om, MUL_ROUTING)
 
 
 def emulate_word(q: torch.Tensor, sc: torch.Tensor) -> torch.Tensor:
@@ -373,7 +408,7 @@ def frag_supported(device) -> bool:
 
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
                 slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
-                sorted_cols: bool, tiles: int, warps: int) -> None:
+                sorted_cols: bool, tiles: int, warps: int, cg: int = 0) -> None:
     """One fragment-kernel launch.
 
     Args:
@@ -383,6 +418,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         expert_ids / slot_ids: per column group, the expert (``topk_ids`` flat when not ``sorted_cols``,
             else ``block_expert``) and, when sorted, ``sorted_ids`` from ``moe_sort(ids, E, 8)``.
         tiles: 16-row tiles per program (w13: gate + up, even); warps: num_warps (split K).
+        cg: 0 = :func:`moe_w4a16_frag_kernel`; 1, 2 or 4 = :func:`moe_w4a16_frag_wide_kernel` with
+            ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -394,9 +431,14 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     out_t = tiles // 2 if fuse_silu else tiles
     groups = expert_ids.numel()
     grid = (triton.cdiv(n_out, 16 * out_t), groups)
-    moe_w4a16_frag_kernel[grid](
-        a.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
-        n_out, kc, num_slots, a_row_div, n_out // 16,
-        a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
-        FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols, TILES=tiles, WARPS=warps,
-        OUT_T=out_t, num_warps=warps, num_stages=1)
+    args = (a.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
+            n_out, kc, num_slots, a_row_div, n_out // 16,
+            a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0))
+    if cg:
+        if cg not in (1, 2, 4):
+            raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
+        moe_w4a16_frag_wide_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
+                                         OUT_T=out_t, CG=cg, num_warps=warps, num_stages=1)
+    else:
+        moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols,
+                                    TILES=tiles, WARPS=warps, OUT_T=out_t, num_warps=warps, num_stages=1)

@@ -249,11 +249,11 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poi
     e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
     dev = hidden.device
     cfg13, cfg2 = frag_configs if frag_configs is not None else pick_frag_configs(s)
-    if cfg13.SORTED != cfg2.SORTED:
-        raise ValueError(f"frag_configs must agree on SORTED, got {cfg13.name} and {cfg2.name}")
+    if cfg13.SORTED != cfg2.SORTED or cfg13.block_m != cfg2.block_m:
+        raise ValueError(f"frag_configs must agree on SORTED and the block size, got {cfg13.name} and {cfg2.name}")
     twf = tw.reshape(-1)
     if cfg13.SORTED:
-        slot_ids, expert_ids = moe_sort(ids, e, 8)
+        slot_ids, expert_ids = moe_sort(ids, e, cfg13.block_m)
     else:
         expert_ids = ids.reshape(-1)
         slot_ids = expert_ids
@@ -263,9 +263,9 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poi
         inter_buf.fill_(float("nan"))
         out_slots.fill_(float("nan"))
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
-                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps)
+                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG)
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
-                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps)
+                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG)
     return _sum_slots(out_slots, t, k, h, out)
 
 
