@@ -141,3 +141,18 @@ def test_frag_conversion_has_no_hidden_copy_order(seed):
         flipped, _ = canonical_to_frag(data, w.linear_scale().view(torch.uint8).reshape(1, 16, 4))
         diff = (flipped.view(torch.int32) ^ words.view(torch.int32)).to(torch.int64) & 0xFFFFFFFF
         assert sum(bin(int(v)).count("1") for v in diff.reshape(-1)) == 1
+
+
+def test_frag_tile_map_matches_the_mma_fragment():
+    """Measured on canonical_to_frag: lane (g, t) holds rows g and g+8, K columns 16t..16t+15 of the chunk
+    (one scale block), 8 codes per word, A register r: rows g / g+8 for r even / odd."""
+    import numpy as np
+
+    from sm120lab.kernels.layout import frag_tile_map
+
+    m = frag_tile_map()
+    rows = np.arange(16)[:, None]
+    cols = np.arange(64)[None, :]
+    assert (m["lane"] == 4 * (rows % 8) + cols // 16).all()
+    assert (m["word"] == (cols % 16) // 4).all()
+    assert (m["register"] % 2 == rows // 8).all() and (m["register"] // 2 == (cols % 4) // 2).all()

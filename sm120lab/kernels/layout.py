@@ -121,3 +121,65 @@ def plot_decode_tile(info: dict, ax=None, max_words: int = 32):
                  f"sizePerThread {lay['sizePerThread']}, threadsPerWarp {lay['threadsPerWarp']}, "
                  f"warpsPerCTA {lay['warpsPerCTA']}", fontsize=8)
     return ax
+
+
+def frag_tile_map() -> dict:
+    """Who holds what in one 16-row x 64-column tile of the fragment layout (:mod:`.prepack`,
+    :mod:`.moe_frag`), measured on :func:`.prepack.canonical_to_frag` itself: each of the tile's 1024
+    codes is flipped in turn and the one (lane, word) whose bits change is recorded.
+
+    Returns:
+        {"lane": int [16, 64], "word": int [16, 64], "register": int [16, 64] (the A register 0..3 of the
+        MMA), "scale_lane": int [16, 4, 4]: for (row, block) the lanes that read that scale byte}.
+    """
+    import torch
+
+    from .prepack import canonical_to_frag
+
+    data = torch.zeros(1, 16, 32, dtype=torch.uint8)
+    scales = torch.full((1, 16, 4), 0x38, dtype=torch.uint8)
+    base, _ = canonical_to_frag(data, scales)
+    lane = np.zeros((16, 64), dtype=np.int64)
+    word = np.zeros((16, 64), dtype=np.int64)
+    reg = np.zeros((16, 64), dtype=np.int64)
+    from .prepack import FRAG_BIT
+
+    for r in range(16):
+        for c in range(64):
+            d = data.clone()
+            d[0, r, c // 2] = 1 << (4 * (c % 2))  # bit 0 of code (r, c)
+            w, _ = canonical_to_frag(d, scales)
+            diff = (w.view(-1) != base.view(-1)).nonzero().view(-1)
+            if diff.numel() != 1:
+                raise AssertionError(f"code ({r}, {c}) lands in {diff.numel()} words")
+            idx = int(diff[0])
+            lane[r, c], word[r, c] = idx // 4, idx % 4
+            bit = (int(w.view(-1)[idx]) & 0xFFFFFFFF).bit_length() - 1
+            x = next(x for x in range(8) if FRAG_BIT[x][0] == bit)
+            reg[r, c] = x // 2
+    # scales: lane (g, t) reads rows g and g + 8 of block t (frag_scales [.., 32]: low byte row g, high row g + 8)
+    scale_lane = np.zeros((16, 4), dtype=np.int64)
+    for r in range(16):
+        for b in range(4):
+            scale_lane[r, b] = 4 * (r % 8) + b
+    return {"lane": lane, "word": word, "register": reg, "scale_lane": scale_lane}
+
+
+def plot_frag_tile(m: dict, ax=None):
+    """Draw :func:`frag_tile_map`: one 16 x 64 weight tile, colour = lane, text = lane/word."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(16, 4.6))
+    ax.imshow(m["lane"], cmap="tab20", aspect="auto", interpolation="nearest")
+    for r in range(16):
+        for c in range(0, 64, 2):
+            ax.text(c + 0.5, r, f"{m['lane'][r, c]}/{m['word'][r, c]}", ha="center", va="center", fontsize=5.5)
+    for b in range(1, 4):
+        ax.axvline(16 * b - 0.5, color="black", linewidth=1.5)
+    ax.axhline(7.5, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("K column within the 64-wide chunk (vertical lines: the 4 scale blocks of 16)")
+    ax.set_ylabel("weight row within the 16-row tile")
+    ax.set_title("Fragment layout: lane/word holding each code (pairs of columns share a label); "
+                 "lane (g, t) = 4g + t holds rows g and g+8 of scale block t")
+    return ax
