@@ -40,7 +40,7 @@ from sm120lab.answer import Answer, Status
 from sm120lab.bench.moe import find_row
 from sm120lab.bench.plot import pct_of_floor, plot_moe
 from sm120lab.constants import SENTINEL
-from sm120lab.kernels.layout import decode_tile_layout, plot_decode_tile
+from sm120lab.kernels.layout import decode_tile_layout, frag_tile_map, plot_decode_tile, plot_frag_tile
 from sm120lab.kernels.moe_layer import fused_moe_packed, interpreting
 from sm120lab.kernels.prepack import prepare_moe_weights, unpack_moe_weights
 from sm120lab.moe import make_moe_problem
@@ -152,6 +152,26 @@ pd.DataFrame({"code (s|m)": [f"{c:04b}" for c in codes], "E4M3 byte": [f"0x{b:02
 # %%
 tile = decode_tile_layout("d8x32w1s1p2", cc=120)
 plot_decode_tile(tile)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **The fragment layout (the tensor-core path).** On a GPU, `fused_moe_packed` runs
+# `sm120lab.kernels.moe_frag` instead: one warp feeds a 16-row weight tile to
+# `mma.sync.m16n8k16` (bf16 in, fp32 accumulate) as the A operand and up to 8 routed slots'
+# activations as B, so the output comes out transposed. `prepare_moe_weights` also stores every
+# 16 x 64 tile as 32 lanes x 4 int32 words, word `j` of lane `(g, t)` holding exactly the 8 codes
+# that lane contributes to the `j`-th MMA: rows `g` and `g + 8`, K columns `16t + 4j .. +3`. An
+# MMA's 16 K slots only have to match between A and B, so a lane's 4 words cover one scale block
+# (16 columns): one scale pair per lane per chunk, and its activations for the 4 MMAs are 16
+# consecutive bf16 (two 16-byte loads). The map below is measured on the packing code itself
+# (each code flipped in turn, the changed word recorded). Bits inside a word are scattered so that
+# `rotr(word, r) & 0x81C081C0` is already the bf16x2 pattern `sign<<15 | magnitude<<6` of two codes
+# (`e2m1 * 2**-126`); one `mul.rn.bf16x2` by the block scale times `2**119` gives the exact weight.
+
+# %%
+fmap = frag_tile_map()
+plot_frag_tile(fmap)
 plt.tight_layout()
 plt.show()
 
