@@ -64,8 +64,8 @@ for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
     fl = sum(floor_us(ids, w13_bytes + w2_bytes) for ids, _ in routs) / sets
     fl13 = sum(floor_us(ids, w13_bytes) for ids, _ in routs) / sets
     rows = {}
-    names = (["f2w4", "f2w8", "f4w4", "f2w2"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4", "f2w8oc4"]
-             if t <= 256 else ["f2w4oc2", "f2w4oc4", "f2w8oc4", "f2w2oc4"])
+    names = (["f2w4", "f4w4", "f2w2"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4"]
+             if t <= 256 else ["f2w4oc2", "f2w4oc4", "f2w2oc4"])
     sets = 8 if t <= 256 else 2
     for name in names:
         c = FRAG_CONFIGS[name]

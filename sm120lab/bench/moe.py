@@ -114,7 +114,8 @@ def check_layer(layer, packed, seed: int, log: Callable[[str], None] = print) ->
     frag_ok = packed.w13.has_frag and packed.w2.has_frag and frag_supported("cuda")
     plans = [(1, "decode", None), (16, "decode", "d8x64w2s1p2"), (64, "decode", "d16x64w4s1o"), (256, "mma", None)]
     if frag_ok:
-        plans += [(1, "frag", "f2w4"), (16, "frag", "f4w4"), (64, "frag", "f2w4o"), (256, "frag", "f4w4o")]
+        plans += [(1, "frag", "f2w4"), (16, "frag", "f2w2"), (64, "frag", "f2w4o"), (256, "frag", "f4w4o"),
+                  (1024, "frag", "f2w2oc4")]
     for t, path, cfg_name in plans:
         ids, tw = uniform_routing(t, layer.E, layer.k, gen=gen)
         x = torch.randn(t, layer.H, device="cuda", generator=gen).to(torch.bfloat16)

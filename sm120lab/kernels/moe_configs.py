@@ -137,23 +137,29 @@ class FragConfig:
 
 #: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
 FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
-    FragConfig(2, 4), FragConfig(2, 8), FragConfig(4, 4), FragConfig(2, 2),
-    FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 8, SORTED=True),
-    FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 8, SORTED=True, CG=4),
+    FragConfig(2, 4), FragConfig(4, 4), FragConfig(2, 2),
+    FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 2, SORTED=True),
+    FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 2, SORTED=True, CG=2),
     FragConfig(2, 2, SORTED=True, CG=4),
 )}
 
 #: the fragment kernels serve up to this many rows per active expert (decode: 8 slot columns per MMA;
-#: wide: 32 per program); above it the MMA kernel of moe_gemm runs
-FRAG_MAX_ROWS_PER_EXPERT = 1e9
+#: wide: 32 per program); above it the MMA kernel of moe_gemm runs. H200, E=512, k=10
+#: (scripts/frag_probe.py): at T=1024 (20 rows) the wide kernel took 3.03 ms against 3.69 ms, at T=4096
+#: (80 rows) 8.94 ms against 7.58 ms
+FRAG_MAX_ROWS_PER_EXPERT = 24.0
 #: up to this many slots the fragment kernel runs one slot per program (no sort launch)
 FRAG_UNSORTED_MAX_SLOTS = 160
 
 
 def pick_frag_configs(num_slots: int) -> tuple[FragConfig, FragConfig]:
-    """(w13, w2) fragment configs: one slot per program up to ``FRAG_UNSORTED_MAX_SLOTS``, else 8-slot groups."""
-    if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
+    """(w13, w2) fragment configs: one slot per program up to ``FRAG_UNSORTED_MAX_SLOTS``, else 8-slot
+    groups, else (more than 2,560 slots) 32-slot groups of the wide kernel. From the H200 probe at
+    E=512, k=10: f2w4 best at T=1, f2w2 at T=4 and 16, f2w4o at T=64 and 256, f2w2oc4 at T=1024."""
+    if num_slots <= 16:
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w4"]
+    if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
+        return FRAG_CONFIGS["f2w2"], FRAG_CONFIGS["f2w2"]
     if num_slots <= 2560:
         return FRAG_CONFIGS["f2w4o"], FRAG_CONFIGS["f2w4o"]
-    return FRAG_CONFIGS["f2w4oc4"], FRAG_CONFIGS["f2w4oc4"]
+    return FRAG_CONFIGS["f2w2oc4"], FRAG_CONFIGS["f2w2oc4"]

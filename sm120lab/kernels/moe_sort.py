@@ -49,7 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
-SINGLE_MAX_SLOTS = 1024  # up to this many slots: one program, one launch (tunable, <= the cap)
+SINGLE_MAX_SLOTS = 128  # up to this many slots (one count chunk): one program, one launch (<= the cap)
 SINGLE_MAX_SLOTS_CAP = 1024  # slots placed per loop step of the one-program path
 COUNT_CHUNK = 128  # slots per program of the count kernel ([CHUNK, CHUNK] all-pairs compare)
 PLACE_CHUNK = 512  # slots per program of the place kernel
