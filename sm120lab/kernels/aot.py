@@ -297,15 +297,25 @@ def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
     return out
 
 
-def compile_sort(cc: int) -> dict:
-    from .moe_sort import moe_sort_kernel
+def compile_sort(cc: int) -> list[dict]:
+    """The token sort's kernels (:mod:`.moe_sort`) at E = 512, BLOCK_M = 16: the count kernel in its
+    multi-program and one-program forms, and the place kernel."""
+    from .moe_sort import moe_sort_count_kernel, moe_sort_place_kernel, sort_constexprs
 
-    ptrs = {"topk_ids_ptr": "*i64", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "counts_ptr": "*i32",
-            "cursor_ptr": "*i32"}
-    row = compile_kernel(moe_sort_kernel, ptrs, {"BLOCK_M": 16, "E_POW2": 512, "CHUNK": 1024, "BCHUNK": 32}, cc, 4, 1,
-                         ("num_experts",))
+    i32 = ("rank_ptr", "counts_ptr", "done_ptr", "start_ptr", "bend_ptr", "fill_ptr", "sorted_ids_ptr",
+           "block_expert_ptr")
+    ptrs = {"topk_ids_ptr": "*i64", **{n: "*i32" for n in i32}}
+    rows = []
+    for name, single in (("E512_m16_multi", False), ("E512_m16_single", True)):
+        row = compile_kernel(moe_sort_count_kernel, ptrs, sort_constexprs(512, 16, single), cc, 4, 1, ("num_experts",))
+        row.pop("_sass")
+        rows.append({"kernel": "moe_sort_count", "config": name, **row})
+    ce = {k: v for k, v in sort_constexprs(512, 16, False).items() if k in ("BLOCK_M", "PCHUNK", "BB", "STEPS")}
+    place_ptrs = {k: v for k, v in ptrs.items() if k not in ("counts_ptr", "done_ptr")}
+    row = compile_kernel(moe_sort_place_kernel, place_ptrs, ce, cc, 4, 1, ("num_experts",))
     row.pop("_sass")
-    return {"kernel": "moe_sort", "config": "E512_chunk1024", **row}
+    rows.append({"kernel": "moe_sort_place", "config": "E512_m16_place", **row})
+    return rows
 
 
 def compile_quant(cc: int) -> dict:
@@ -346,7 +356,7 @@ def compile_all(ccs=(120, 121), todo=None, progress=True, n_jobs: int = 1) -> li
                       f"regs={r.get('n_regs')} key={r.get('key_instruction') or r.get('error')}",
                       file=sys.stderr, flush=True)
     for cc in ccs:
-        rows.append(compile_sort(cc))
+        rows.extend(compile_sort(cc))
         rows.append(compile_quant(cc))
     return rows
 
