@@ -33,11 +33,11 @@ for t in (1, 16, 64, 256):
     ids, tw = uniform_routing(t, E, K, gen=gen)
     x = torch.randn(t, H, device="cuda", generator=gen).to(torch.bfloat16)
     ref = moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
-    for name in ("f2w4", "f2w4o", "f4w4", "f2w4oc4", "f2w2oc4"):
-        c = FRAG_CONFIGS[name]
+    for name in ("f2w4", "f2w4+f1w8", "f2w2+f1w4", "f2w4o", "f4w4", "f2w4oc4", "f2w2oc4"):
+        c13, c2 = (FRAG_CONFIGS[x] for x in (name.split("+") * 2)[:2])
         out = torch.full((t, H), SENTINEL, dtype=torch.bfloat16, device="cuda")
         try:
-            fused_moe_packed(x, ids, tw, packed, frag=True, frag_configs=(c, c), out=out, _poison=True)
+            fused_moe_packed(x, ids, tw, packed, frag=True, frag_configs=(c13, c2), out=out, _poison=True)
             torch.cuda.synchronize()
             err = ((out.double() - ref).norm() / ref.norm()).item()
             say(check=name, T=t, rel=err, nan=bool(out.isnan().any()), sentinel=bool((out == SENTINEL).any()))
@@ -64,17 +64,18 @@ for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
     fl = sum(floor_us(ids, w13_bytes + w2_bytes) for ids, _ in routs) / sets
     fl13 = sum(floor_us(ids, w13_bytes) for ids, _ in routs) / sets
     rows = {}
-    names = (["f2w4", "f4w4", "f2w2"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4"]
+    names = (["f2w4", "f2w2", "f2w4+f1w8", "f2w2+f1w8", "f2w4+f1w4", "f2w2+f1w4"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4"]
              if t <= 256 else ["f2w4oc2", "f2w4oc4", "f2w2oc4"])
     sets = 8 if t <= 256 else 2
     for name in names:
-        c = FRAG_CONFIGS[name]
-        fns = [lambda x=x, ids=ids, tw=tw, c=c: fused_moe_packed(x, ids, tw, packed, frag=True, frag_configs=(c, c))
+        c, c2 = (FRAG_CONFIGS[x] for x in (name.split("+") * 2)[:2])
+        fns = [lambda x=x, ids=ids, tw=tw, c=c, c2=c2: fused_moe_packed(x, ids, tw, packed, frag=True,
+                                                                        frag_configs=(c, c2))
                for x, (ids, tw) in zip(xs, routs)]
         r = time_graph(fns)
         rows[name] = r["us_median"]
         # w13 alone (unsorted only: no sort needed)
-        if not c.SORTED:
+        if not c.SORTED and "+" not in name:
             bufs = [torch.empty(t * K, I, dtype=torch.bfloat16, device="cuda") for _ in range(sets)]
             f13 = [lambda x=x, ids=ids, tw=tw, b=b, c=c, t=t: launch_frag(
                 x, packed.w13, b, tw.reshape(-1), ids.reshape(-1), ids.reshape(-1), num_slots=t * K, a_row_div=K,

@@ -80,6 +80,7 @@ def _variants() -> tuple[Variant, ...]:
         out.append(Variant(f"{op}_decode", "decode", {"FUSE_SILU": fuse, "MUL_ROUTING": not fuse}, _MEASURED_36))
     for op, fuse in (("w13", True), ("w2", False)):
         out.append(Variant(f"{op}_frag", "frag", {"FUSE_SILU": fuse, "MUL_ROUTING": not fuse}, _MEASURED_36))
+    out.append(Variant("w2sum_frag", "frag", {"TOPK": 10}, _MEASURED_36))
     return tuple(out)
 
 
@@ -246,6 +247,13 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         ptrs = _gemm_ptrs(ce["A_MODE"], ce["FUSE_SILU"])
         div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
                "stride_om")
+    elif v.kernel == "frag" and "TOPK" in ce:
+        from .moe_frag import moe_w4a16_frag_w2sum_kernel as fn
+
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps)
+        ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32", "out_ptr": "*bf16",
+                "topk_w_ptr": "*fp32", "topk_ids_ptr": "*i64"}
+        div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     elif v.kernel == "frag":
         from .moe_frag import moe_w4a16_frag_kernel, moe_w4a16_frag_wide_kernel
 
@@ -290,11 +298,22 @@ def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
     for cc in ccs:
         for v in _variants():
             for c in tables[v.kernel].values():
+                if v.kernel == "frag" and not frag_config_applies(v.name, c):
+                    continue
                 key = (v.name, config_key(v.name, c), cc)
                 if key not in seen:
                     seen.add(key)
                     out.append((v.name, c, cc))
     return out
+
+
+def frag_config_applies(variant: str, cfg) -> bool:
+    """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs."""
+    if variant == "w13_frag":
+        return cfg.TILES % 2 == 0
+    if variant == "w2sum_frag":
+        return not cfg.SORTED
+    return True
 
 
 def compile_sort(cc: int) -> list[dict]:

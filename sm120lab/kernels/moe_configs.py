@@ -114,7 +114,9 @@ def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
 class FragConfig:
     """Tile of the fragment kernel (:mod:`.moe_frag`): ``TILES`` 16-row weight tiles per program (w13:
     half gate, half up), ``num_warps`` warps splitting K; ``SORTED``: columns are the 8 slots of one
-    expert block (``moe_sort(ids, E, 8)``) instead of one slot per program."""
+    expert block (``moe_sort(ids, E, 8)``) instead of one slot per program. Unsorted w2 runs
+    :func:`.moe_frag.moe_w4a16_frag_w2sum_kernel` (w2 and the k-sum in one launch); w13 needs an even
+    ``TILES`` (gate and up tiles)."""
 
     TILES: int
     num_warps: int
@@ -137,7 +139,7 @@ class FragConfig:
 
 #: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
 FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
-    FragConfig(2, 4), FragConfig(4, 4), FragConfig(2, 2),
+    FragConfig(2, 4), FragConfig(4, 4), FragConfig(2, 2), FragConfig(1, 8), FragConfig(1, 4),
     FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 2, SORTED=True),
     FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 2, SORTED=True, CG=2),
     FragConfig(2, 2, SORTED=True, CG=4),

@@ -260,6 +260,69 @@ def moe_w4a16_frag_kernel(
 
 
 @triton.jit
+def moe_w4a16_frag_w2sum_kernel(
+    a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, topk_ids_ptr,
+    N, KC, stride_am, stride_qe, stride_se, stride_om,
+    TOPK: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr,
+):
+    """w2 and the sum over a token's k choices in one launch (small T): program (tile group, token t)
+    streams the w2 tiles of the token's ``TOPK`` experts one after another (the next expert's first
+    chunk is already in flight while the last one of the current expert is multiplied) and writes
+
+        out[t, n] = sum_j topk_w[t, j] * alpha[e_j] * (W2[e_j] @ inter[t * TOPK + j])[n]
+
+    in the output's dtype (bf16), with no fp32 per-slot buffer and no separate sum and cast."""
+    pid_n = tl.program_id(0)
+    tok = tl.program_id(1)
+    R: tl.constexpr = TILES * WARPS * 128
+    i = tl.arange(0, R)
+    j = i % 4
+    lane = (i // 4) % 32
+    w = (i // 128) % WARPS
+    u = i // (128 * WARPS)
+    t = lane % 4
+    tile = pid_n * TILES + u
+    ITERS = (KC + WARPS - 1) // WARPS
+    q_off = tile.to(tl.int64) * (KC * 128) + (i % 128)
+    s_off = tile.to(tl.int64) * (KC * 32) + lane
+    a_off = 4 * t + j
+    slot0 = tok * TOPK
+    e = tl.load(topk_ids_ptr + slot0).to(tl.int64)
+    kc = w
+    ok = kc < KC
+    q = tl.load(q_ptr + e * stride_qe + q_off + kc * 128, mask=ok, other=0)
+    sc = tl.load(s_ptr + e * stride_se + s_off + kc * 32, mask=ok, other=0).to(tl.int32)
+    c = tl.zeros((R,), tl.float32)
+    total = tl.zeros((R,), tl.float32)
+    for it in range(0, TOPK * ITERS):
+        jn = (it + 1) // ITERS
+        kn = ((it + 1) % ITERS) * WARPS + w
+        e_n = tl.load(topk_ids_ptr + slot0 + jn, mask=jn < TOPK, other=0).to(tl.int64)
+        okn = (kn < KC) & (jn < TOPK)
+        q_next = tl.load(q_ptr + e_n * stride_qe + q_off + kn * 128, mask=okn, other=0)
+        sc_next = tl.load(s_ptr + e_n * stride_se + s_off + kn * 32, mask=okn, other=0).to(tl.int32)
+        jc = it // ITERS
+        kc = (it % ITERS) * WARPS + w
+        b = tl.load(a_ptr + (slot0 + jc).to(tl.int64) * stride_am + a_off + kc * 16, mask=kc < KC, other=0)
+        sg, sg8 = _frag_scales(sc)
+        c = _frag_mma(q, sg, sg8, b, c)
+        if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its scale
+            e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
+            f = tl.load(alpha_ptr + e_c) * tl.load(topk_w_ptr + slot0 + jc).to(tl.float32)
+            total += c * f
+            c = tl.zeros((R,), tl.float32)
+        q = q_next
+        sc = sc_next
+    v = tl.reshape(tl.sum(tl.reshape(total, (TILES, WARPS, 128)), axis=1), (TILES * 128,))
+    ol = tl.arange(0, TILES * 128)
+    o_e = ol % 4
+    o_lane = (ol // 4) % 32
+    n = (pid_n * TILES + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
+    keep = (2 * (o_lane % 4) + o_e % 2) == 0
+    tl.store(out_ptr + tok.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+
+
+@triton.jit
 def _wide_group(a_ptr, slot_ptr, base, cg, g, t, j, num_slots, a_row_div, stride_am):
     """Pointers (int64 = 4 bf16) and mask of column group ``cg``: slot ``slot_ptr[base + 8 cg + g]``."""
     slot = tl.load(slot_ptr + base + cg * 8 + g)
@@ -442,3 +505,17 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     else:
         moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols,
                                     TILES=tiles, WARPS=warps, OUT_T=out_t, num_warps=warps, num_stages=1)
+
+
+def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,
+                       tiles: int, warps: int) -> None:
+    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`): inter bf16 [T*k, I] -> out [T, H]."""
+    e, n, k = w.shape
+    t, topk = topk_ids.shape
+    if inter.dtype != torch.bfloat16 or inter.shape != (t * topk, k) or inter.stride(1) != 1 or inter.stride(0) % 4:
+        raise ValueError(f"inter must be bf16 [T*k={t * topk}, I={k}], got {inter.dtype} {tuple(inter.shape)}")
+    grid = (triton.cdiv(n, 16 * tiles), t)
+    moe_w4a16_frag_w2sum_kernel[grid](
+        inter.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, topk_ids,
+        n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
+        TOPK=topk, TILES=tiles, WARPS=warps, num_warps=warps, num_stages=1)

@@ -33,7 +33,7 @@ from .moe_configs import (
     pick_frag_configs,
 )
 from .moe_decode import moe_w4a16_decode_kernel
-from .moe_frag import frag_supported, launch_frag
+from .moe_frag import frag_supported, launch_frag, launch_frag_w2_sum
 from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
 from .moe_sort import moe_sort
 from .nvfp4_tl import nvfp4_quantize_rows_kernel
@@ -249,6 +249,8 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poi
     e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
     dev = hidden.device
     cfg13, cfg2 = frag_configs if frag_configs is not None else pick_frag_configs(s)
+    if cfg13.TILES % 2:
+        raise ValueError(f"the w13 fragment config needs an even TILES (gate and up tiles), got {cfg13.name}")
     if cfg13.SORTED != cfg2.SORTED or cfg13.block_m != cfg2.block_m:
         raise ValueError(f"frag_configs must agree on SORTED and the block size, got {cfg13.name} and {cfg2.name}")
     twf = tw.reshape(-1)
@@ -258,12 +260,20 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poi
         expert_ids = ids.reshape(-1)
         slot_ids = expert_ids
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
-    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
     if _poison:
         inter_buf.fill_(float("nan"))
-        out_slots.fill_(float("nan"))
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
                 mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG)
+    if not cfg2.SORTED:  # w2 and the sum over the k choices in one launch, written in bf16
+        if out is not None and (out.shape != (t, h) or out.dtype != torch.bfloat16 or out.stride(1) != 1):
+            raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
+                             f"{out.dtype} {tuple(out.shape)}")
+        res = out if out is not None else torch.empty(t, h, dtype=torch.bfloat16, device=dev)
+        launch_frag_w2_sum(inter_buf, packed.w2, res, twf, ids, tiles=cfg2.TILES, warps=cfg2.num_warps)
+        return res
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        out_slots.fill_(float("nan"))
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
                 mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG)
     return _sum_slots(out_slots, t, k, h, out)
