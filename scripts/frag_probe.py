@@ -1,6 +1,7 @@
 """GPU probe of the fragment kernel: correctness vs fp64 at model shape, then CUDA-graph timings of its
 configs against the decode/MMA paths, with copy bandwidth measured in the same process. Prints JSON lines."""
 import json
+import os
 import sys
 import time
 
@@ -17,8 +18,12 @@ from sm120lab.kernels.prepack import prepare_moe_weights
 from sm120lab.moe.reference import moe_reference
 
 
+RECORD = {"command": "PYTHONPATH=. python3 scripts/frag_probe.py " + " ".join(sys.argv[1:]), "lines": []}
+
+
 def say(**kw):
     print(json.dumps(kw), flush=True)
+    RECORD["lines"].append(kw)
 
 
 quick = "--quick" in sys.argv
@@ -89,3 +94,9 @@ for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
     say(T=t, floor_us=fl, **{k: round(v, 2) for k, v in rows.items()},
         best_vs_floor=round(min(v for k, v in rows.items() if "_" not in k) / fl, 3))
 say(done=round(time.time() - t0, 1))
+if os.environ.get("OUT"):
+    from sm120lab.atomic_io import write_json_atomic
+    from sm120lab.envinfo import collect
+
+    RECORD["env"] = collect()
+    write_json_atomic(os.path.join(os.environ["OUT"], "frag_probe.json"), RECORD)
