@@ -17,7 +17,6 @@ from sm120lab.kernels.moe_layer import fused_moe_packed
 from sm120lab.kernels.prepack import prepare_moe_weights
 from sm120lab.moe.reference import moe_reference
 
-
 RECORD = {"command": "PYTHONPATH=. python3 scripts/frag_probe.py " + " ".join(sys.argv[1:]), "lines": []}
 
 
