@@ -68,8 +68,8 @@ for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
     fl = sum(floor_us(ids, w13_bytes + w2_bytes) for ids, _ in routs) / sets
     fl13 = sum(floor_us(ids, w13_bytes) for ids, _ in routs) / sets
     rows = {}
-    names = (["f2w4", "f2w2", "f2w4+f1w8", "f2w2+f1w8", "f2w4+f1w4", "f2w2+f1w4"] if t * K <= 160 else ["f2w4o", "f4w4o", "f2w4oc2", "f2w4oc4"]
-             if t <= 256 else ["f2w4oc2", "f2w4oc4", "f2w2oc4"])
+    names = (["f2w4", "f2w2", "f2w4+f1w8", "f2w2+f1w8", "f2w4+f1w4", "f2w2+f1w4", "f4w4+f1w8"] if t * K <= 160 else ["f2w4o", "f2w2o", "f4w4o", "f2w4oc2"]
+             if t <= 256 else ["f2w2oc2", "f2w4oc4", "f2w2oc4"])
     sets = 8 if t <= 256 else 2
     for name in names:
         c, c2 = (FRAG_CONFIGS[x] for x in (name.split("+") * 2)[:2])
@@ -90,6 +90,14 @@ for t in (1, 4, 16, 64, 256, 1024, 4096) if not quick else (1, 16):
             rows[name + "_w13_pct_copy"] = 100 * fl13 / r13["us_median"]
     fns = [lambda x=x, ids=ids, tw=tw: fused_moe_packed(x, ids, tw, packed, frag=False) for x, (ids, tw) in zip(xs, routs)]
     rows["old"] = time_graph(fns)["us_median"]
+    if t >= 1024:
+        from sm120lab.kernels.moe_configs import CONFIGS
+
+        for cn in ("m128n64k64w8s2", "m128n64k64w8s3", "m64n64k64w4s4"):
+            cc = CONFIGS[cn]
+            fns = [lambda x=x, ids=ids, tw=tw, cc=cc: fused_moe_packed(x, ids, tw, packed, frag=False, decode=False,
+                                                                        configs=(cc, cc)) for x, (ids, tw) in zip(xs, routs)]
+            rows["mma_" + cn] = time_graph(fns)["us_median"]
     say(T=t, floor_us=fl, **{k: round(v, 2) for k, v in rows.items()},
         best_vs_floor=round(min(v for k, v in rows.items() if "_" not in k) / fl, 3))
 say(done=round(time.time() - t0, 1))

@@ -45,6 +45,8 @@ CONFIGS: dict[str, GemmConfig] = {c.name: c for c in (
     GemmConfig(32, 64, 128, 4, 3),
     GemmConfig(32, 64, 128, 4, 3, FAST=True),
     GemmConfig(128, 64, 64, 8, 2),
+    GemmConfig(128, 64, 64, 8, 3),
+    GemmConfig(64, 64, 64, 4, 4),
 )}
 
 
