@@ -320,21 +320,38 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
         ours_kw = {"packed": packed, "configs": base_cfg, "decode": decode, "decode_configs": None, "fast": fast,
                    "frag": frag, "frag_configs": None}
         if "triton-w4a16" in contenders and decode and sweep:
+            key = "frag_configs" if frag else "decode_configs"
+
+            def try_pair(c13, c2):
+                name = c13.name if c13 is c2 else f"{c13.name}+{c2.name}"
+                r = timed(f"sweep {name}", lambda *a: make_moe("triton-w4a16", layer, *a, packed=packed, decode=True,
+                                                                 fast=fast, frag=frag, **{key: (c13, c2)}))
+                if r is not None:
+                    doc["sweep"].append({"T": t, "op": "moe", "config": name, **r})
+                    log(f"T={t} sweep {name}: {r['us_median']:.1f} us")
+                return None if r is None else r["us_median"]
+
             best = None
-            cands = ([c for c in FRAG_CONFIGS.values() if c.SORTED or slots <= FRAG_UNSORTED_MAX_SLOTS] if frag
-                     else list(DECODE_CONFIGS.values()))
-            for c in cands:
-                key = "frag_configs" if frag else "decode_configs"
-                r = timed(f"sweep {c.name}", lambda *a, c=c, key=key: make_moe(
-                    "triton-w4a16", layer, *a, packed=packed, decode=True, fast=fast, frag=frag, **{key: (c, c)}))
-                if r is None:
-                    continue
-                doc["sweep"].append({"T": t, "op": "moe", "config": c.name, **r})
-                log(f"T={t} sweep {c.name}: {r['us_median']:.1f} us")
-                if best is None or r["us_median"] < best[0]:
-                    best = (r["us_median"], c)
+            if frag:  # w13 tiles first (w2 at the default), then w2 tiles with the best w13
+                default = pick_frag_configs(slots)
+                same = [c for c in FRAG_CONFIGS.values() if c.SORTED == default[0].SORTED
+                        and c.block_m == default[0].block_m and (c.SORTED or slots <= FRAG_UNSORTED_MAX_SLOTS)]
+                for c in (c for c in same if c.TILES % 2 == 0):
+                    us = try_pair(c, default[1])
+                    if us is not None and (best is None or us < best[0]):
+                        best = (us, (c, default[1]))
+                if best is not None:
+                    for c in (c for c in same if c is not best[1][1]):
+                        us = try_pair(best[1][0], c)
+                        if us is not None and us < best[0]:
+                            best = (us, (best[1][0], c))
+            else:
+                for c in DECODE_CONFIGS.values():
+                    us = try_pair(c, c)
+                    if us is not None and (best is None or us < best[0]):
+                        best = (us, (c, c))
             if best is not None:
-                ours_kw["frag_configs" if frag else "decode_configs"] = (best[1], best[1])
+                ours_kw[key] = best[1]
             save()
         if frag:
             fcfg = ours_kw["frag_configs"] or pick_frag_configs(slots)
