@@ -21,8 +21,9 @@ weights) the inline PTX does:
   6 significant bits, smallest 2**-17);
 - 1 ``mma.sync``: exact products, fp32 accumulation.
 
-That is about 2 instructions per weight against 3.6 (:mod:`.moe_decode`) and ~14 for the MMA
-kernel's dequantization (notes/triton_kernels.md). Inline PTX is warp-collective here, so the
+In the compiled K loop (sm_90 and sm_120 SASS, ``python -m sm120lab.kernels.aot``) that is 2.5-2.7
+instructions per weight element, all loads included, against 5.4 for :mod:`.moe_decode` and ~14 for
+the MMA kernel's dequantization (notes/triton_kernels.md). Inline PTX is warp-collective here, so the
 kernel depends on how Triton lays a 1-D tensor over threads: element ``i`` of an ``R``-element
 int32 tensor loaded 16 bytes at a time sits in thread ``(i // 4) % (32 * num_warps)``, register
 ``i % 4`` (repeats for larger R). Every array handed to the asm is built from the same index, so
@@ -39,6 +40,10 @@ w2 (``MUL_ROUTING``): multiplies by the slot's routing weight, writes fp32 per s
 Columns (``SORTED``): False = one slot per program (every column the same activation row; the
 fewest launches for small T); True = the 8 slots of one ``BLOCK_M = 8`` block of
 :func:`.moe_sort.moe_sort`, all routed to one expert, so each weight tile is read once per 8 slots.
+
+Small T: :func:`moe_w4a16_frag_w2sum_kernel` runs w2 and the sum over a token's k choices in one
+launch (bf16 out). Larger T: :func:`moe_w4a16_frag_wide_kernel` dequantizes each word once for up
+to 4 groups of 8 slots.
 
 :func:`emulate_word` is the same recipe in torch (bit for bit, CPU), used by the tests.
 """
