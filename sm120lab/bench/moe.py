@@ -353,6 +353,22 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
             if best is not None:
                 ours_kw[key] = best[1]
             save()
+        if "triton-w4a16" in contenders and not decode and sweep:  # prefill: the MMA kernel's larger tiles
+            from ..kernels.moe_configs import CONFIGS
+
+            best = None
+            for c in (c for c in CONFIGS.values() if c.BLOCK_M >= 64):
+                r = timed(f"sweep {c.name}", lambda *a, c=c: make_moe("triton-w4a16", layer, *a, packed=packed,
+                                                                     decode=False, frag=False, configs=(c, c)))
+                if r is None:
+                    continue
+                doc["sweep"].append({"T": t, "op": "moe", "config": c.name, **r})
+                log(f"T={t} sweep {c.name}: {r['us_median']:.1f} us")
+                if best is None or r["us_median"] < best[0]:
+                    best = (r["us_median"], c)
+            if best is not None:
+                ours_kw["configs"] = (best[1], best[1])
+            save()
         if frag:
             fcfg = ours_kw["frag_configs"] or pick_frag_configs(slots)
             ours_kw["frag_configs"] = fcfg
@@ -364,7 +380,7 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
             ours_kw["decode_configs"] = dcfg
             ours_extra = {"path": "decode", "w13_config": dcfg[0].name, "w2_config": dcfg[1].name}
         else:
-            ours_extra = {"path": "mma", "w13_config": base_cfg[0].name, "w2_config": base_cfg[1].name}
+            ours_extra = {"path": "mma", "w13_config": ours_kw["configs"][0].name, "w2_config": ours_kw["configs"][1].name}
         base_extra = {"w13_config": base_cfg[0].name, "w2_config": base_cfg[1].name}
         nv_moe = layer.nvfp4_bytes_per_expert("moe") * n_active
         nv_w13 = layer.nvfp4_bytes_per_expert("w13") * n_active
