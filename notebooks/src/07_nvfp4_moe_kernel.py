@@ -41,6 +41,7 @@ from sm120lab.bench.moe import find_row
 from sm120lab.bench.plot import pct_of_floor, plot_moe
 from sm120lab.constants import SENTINEL
 from sm120lab.kernels.layout import decode_tile_layout, frag_tile_map, plot_decode_tile, plot_frag_tile
+from sm120lab.kernels.moe_frag import frag_supported
 from sm120lab.kernels.moe_layer import fused_moe_packed, interpreting
 from sm120lab.kernels.prepack import prepare_moe_weights, unpack_moe_weights
 from sm120lab.moe import make_moe_problem
@@ -76,7 +77,7 @@ round_trip = (torch.equal(u13.data, prob.w13_swizzled.data)
               and torch.equal(u2.data, prob.w2_swizzled.data)
               and torch.equal(u2.scale.view(torch.uint8), prob.w2_swizzled.scale.view(torch.uint8)))
 out = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
-fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, decode=True, out=out, _poison=True)
+fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, out=out, _poison=True)
 ref = moe_reference(prob.hidden, prob.topk_ids, prob.topk_weights, prob.w13, prob.w2, dtype=torch.float64)
 rel = float((out.double() - ref.double()).norm() / ref.double().norm())
 written = bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
@@ -93,7 +94,8 @@ def ratio(d):
 
 gpu = run["env"]["gpu"]["name"]
 box = [
-    Answer("Decode kernel on prepared weights, this machine", f"rel. error {rel:.1e} vs fp64",
+    Answer(f"{'Fragment (tensor-core)' if frag_supported(prob.hidden.device) else 'Decode'} kernel on prepared "
+           "weights, this machine", f"rel. error {rel:.1e} vs fp64",
            Status.ok if (written and round_trip and rel < 1e-2) else Status.bad,
            f"{where}; every output written; unpack(prepack(w)) == w: {round_trip}"),
     Answer(f"Recorded run ({gpu}): correctness checks", "pass" if run.get("checks_ok") else "FAIL",
@@ -101,7 +103,8 @@ box = [
            f"{sum(c['ok'] for c in run['checks'])}/{len(run['checks'])} cases, seed {run['seed']}"),
     Answer("w13 GEMM >= 75% of copy bandwidth at T <= 16", pct(tg["w13_pct_copy_bw"]),
            Status.ok if tg["w13_ge_75pct_copy_bw"] else Status.bad,
-           "not issue-bound: its ~5.4 SASS instructions per weight element would allow ~81% (notes/triton_kernels.md)"),
+           "paths: " + ", ".join(f"T={t}: {(find_row(run, int(t), 'triton-w4a16', 'moe') or {}).get('path')}"
+                                 for t in tg["w13_pct_copy_bw"])),
     Answer("Layer within 1.35x of the NVFP4 byte floor at T <= 16", ratio(tg["layer_x_floor"]),
            Status.ok if tg["layer_within_1.35x_floor"] else Status.bad, "time / (active experts' NVFP4 bytes / copy BW)"),
     Answer("Faster than torch FP8 grouped GEMM at every T", ratio(tg["speedup_vs_fp8"]),
@@ -110,7 +113,8 @@ box = [
            + "; slower at T = " + (", ".join(t for t, v in tg["speedup_vs_fp8"].items() if not v or v <= 1.0) or "none")),
     Answer(">= 1.0x torch bf16 grouped GEMM at T=4096",
            f"{tg['speedup_vs_bf16_T4096']:.2f}x" if tg["speedup_vs_bf16_T4096"] else "n/a",
-           Status.ok if tg["ge_1.0x_bf16_T4096"] else Status.bad, "prefill path not reworked in this round"),
+           Status.ok if tg["ge_1.0x_bf16_T4096"] else Status.bad,
+           f"ours at T=4096: {(find_row(run, 4096, 'triton-w4a16', 'moe') or {}).get('path')} path"),
     Answer("Same kernels on SM120", "compiled only", Status.not_run,
            "AOT for sm_120/121 (data/triton_aot/): fits 101,376 B; unverified on SM120 hardware"),
 ]
@@ -178,19 +182,23 @@ plt.show()
 # %% [markdown]
 # ## 2. The kernel, called from the package
 #
-# `fused_moe_packed(hidden, topk_ids, topk_weights, packed)` picks the decode kernel
-# (`sm120lab.kernels.moe_decode`) where the routed rows per active expert are <= 1 and the MMA
-# kernel (`moe_gemm`, on the same buffers) otherwise. The decode kernel computes, per token row and
-# output column, `alpha_e * sum_b SF[b] * sum_(j in b) e2m1_j * 2**-6 * a_j` with fp32 FMAs and
-# writes `silu(gate) * up` (w13) or the routing-weighted w2 output per slot. Here it runs on the
-# tiny preset with poisoned outputs (above) and on both paths:
+# `fused_moe_packed(hidden, topk_ids, topk_weights, packed)` picks, on a GPU with sm_90+, the
+# fragment kernels (`sm120lab.kernels.moe_frag`) up to 24 routed rows per active expert and the MMA
+# kernel (`moe_gemm`, on the canonical words) above; elsewhere (this CPU interpreter, older GPUs)
+# the CUDA-core decode kernel (`moe_decode`) up to 1 row per expert. All compute
+# `alpha_e * sum_k e2m1 * SF * a` exactly in fp32 (the order of additions differs) and write
+# `silu(gate) * up` (w13) and the routing-weighted sum over the k choices (w2). Every path this
+# machine can run, on the tiny preset with poisoned outputs:
 
 # %%
+paths = [("decode", {"frag": False, "decode": True}), ("mma", {"frag": False, "decode": False})]
+if frag_supported(prob.hidden.device):
+    paths.insert(0, ("fragment", {"frag": True}))
 rows = []
-for decode in (True, False):
+for name, kw in paths:
     o = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
-    fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, decode=decode, out=o, _poison=True)
-    rows.append({"path": "decode" if decode else "mma",
+    fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, out=o, _poison=True, **kw)
+    rows.append({"path": name,
                  "rel. error vs fp64": float((o.double() - ref.double()).norm() / ref.double().norm()),
                  "all written": bool(torch.isfinite(o).all()) and not bool((o == SENTINEL).any())})
 pd.DataFrame(rows)
@@ -253,11 +261,9 @@ else:
 # %% [markdown]
 # ## What the numbers say
 #
-# - At T <= 16 the decode kernel is 1.2-1.5x faster than the 2026-12-02 kernel and faster than
-#   torch's FP8 grouped GEMM, but it reaches a third of the copy bandwidth, not the 75% asked:
-#   ~5.4 SASS instructions per weight element and two tiles in flight per one-warp program are not
-#   enough to hide DRAM latency (notes/triton_kernels.md, "Targets").
-# - From T = 64 on the layer is the unchanged MMA kernel: slower than FP8 at T = 64, 256, 4096 and
-#   0.81x bf16 at T = 4096.
-# - The next step is the one Marlin takes: weights in MMA-fragment order so the tensor cores do
-#   the products, and activations loaded in the weights' layout.
+# The recorded run, target by target (computed from `bench_json`; the reasons for each miss, from
+# the compiled code, are in notes/triton_kernels.md):
+
+# %%
+for a in box[2:6]:
+    print(f"{a.status.name:8s} {a.claim}: {a.value} ({a.why})")
