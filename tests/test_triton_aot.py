@@ -65,9 +65,21 @@ def test_every_kernel_and_config_fits_sm120_and_uses_the_intended_mma():
 
 
 def test_sample_and_heuristic_configs_exist():
-    from sm120lab.kernels.moe_configs import CONFIGS, DECODE_CONFIGS, pick_configs, pick_decode_configs
+    from sm120lab.kernels.aot import frag_config_applies
+    from sm120lab.kernels.moe_configs import (
+        CONFIGS,
+        DECODE_CONFIGS,
+        FRAG_CONFIGS,
+        pick_configs,
+        pick_decode_configs,
+        pick_frag_configs,
+    )
 
-    assert all(c in CONFIGS or c in DECODE_CONFIGS for _, c in SAMPLE)
+    assert all(c in CONFIGS or c in DECODE_CONFIGS or c in FRAG_CONFIGS for _, c in SAMPLE)
+    for slots in (1, 16, 17, 160, 161, 2560, 2561, 40960):
+        a, b = pick_frag_configs(slots)
+        assert a.name in FRAG_CONFIGS and b.name in FRAG_CONFIGS and a.SORTED == b.SORTED and a.block_m == b.block_m
+        assert frag_config_applies("w13_frag", a) and (b.SORTED or frag_config_applies("w2sum_frag", b))
     for slots in (1, 10, 160, 161, 640):
         a, b = pick_decode_configs(slots)
         assert a.name in DECODE_CONFIGS and b.name in DECODE_CONFIGS and a.SORTED == b.SORTED
