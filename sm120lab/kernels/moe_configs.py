@@ -109,7 +109,8 @@ def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
         return CONFIGS["m16n64k128w4s4"], CONFIGS["m16n64k128w4s4"]
     if rows_per_expert <= 48:
         return CONFIGS["m32n64k128w4s3f"], CONFIGS["m32n64k128w4s3f"]
-    return CONFIGS["m128n64k64w8s2"], CONFIGS["m128n64k64w8s2"]
+    # T=4096 on the H200 (data/bench/moe_h200_2026-12-03.json sweep): s3 6.77 ms, s2 7.59 ms, m64n64k64w4s4 8.28 ms
+    return CONFIGS["m128n64k64w8s3"], CONFIGS["m128n64k64w8s3"]
 
 
 @dataclass(frozen=True)
@@ -157,13 +158,18 @@ FRAG_UNSORTED_MAX_SLOTS = 160
 
 
 def pick_frag_configs(num_slots: int) -> tuple[FragConfig, FragConfig]:
-    """(w13, w2) fragment configs: one slot per program up to ``FRAG_UNSORTED_MAX_SLOTS``, else 8-slot
-    groups, else (more than 2,560 slots) 32-slot groups of the wide kernel. From the H200 probe at
-    E=512, k=10: f2w4 best at T=1, f2w2 at T=4 and 16, f2w4o at T=64 and 256, f2w2oc4 at T=1024."""
+    """(w13, w2) fragment configs, the winners of the H200 sweep at E=512, k=10
+    (data/bench/moe_h200_2026-12-03.json "sweep"): one slot per program up to
+    ``FRAG_UNSORTED_MAX_SLOTS`` (w2 through the w2+sum kernel), 8-slot groups up to 2,560 slots,
+    32-slot groups of the wide kernel above."""
     if num_slots <= 16:
+        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f1w8"]
+    if num_slots <= 64:
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w4"]
     if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
-        return FRAG_CONFIGS["f2w2"], FRAG_CONFIGS["f2w2"]
+        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w2"]
+    if num_slots <= 1024:
+        return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
     if num_slots <= 2560:
-        return FRAG_CONFIGS["f2w4o"], FRAG_CONFIGS["f2w4o"]
+        return FRAG_CONFIGS["f4w4o"], FRAG_CONFIGS["f2w2o"]
     return FRAG_CONFIGS["f2w2oc4"], FRAG_CONFIGS["f2w2oc4"]
