@@ -234,6 +234,13 @@ def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens, seed):
     print(f"triton-w4a4 vs emulated {d_emu:.2e}, emulated vs reference {_rel(emu, ref):.2e}")
     assert d_emu < 5e-3, d_emu
     assert d_emu < 0.2 * _rel(emu, ref)
+    # the prepared weights feed the same W4A4 kernels (canonical words of the packed layout): bit for bit
+    from sm120lab.kernels.prepack import prepare_moe_weights
+
+    packed = prepare_moe_weights(p.w13_swizzled, p.w2_swizzled)
+    out_p = fm.fused_moe_packed(p.hidden, p.topk_ids, p.topk_weights, packed, mode="w4a4",
+                                a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
+    assert torch.equal(out_p, out)
 
 
 @needs_interp

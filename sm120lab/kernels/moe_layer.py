@@ -176,6 +176,7 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                      decode_configs: tuple[DecodeConfig, DecodeConfig] | None = None,
                      configs: tuple[GemmConfig, GemmConfig] | None = None, fast: bool | None = None,
                      frag: bool | None = None, frag_configs: tuple[FragConfig, FragConfig] | None = None,
+                     mode: str = "w4a16", a1_gscale=None, a2_gscale=None, native: bool | None = None,
                      out: torch.Tensor | None = None, _poison: bool = False) -> torch.Tensor:
     """W4A16 MoE layer on prepared weights (:func:`sm120lab.kernels.prepack.prepare_moe_weights`) -> [T, H] bf16.
 
@@ -193,6 +194,9 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
         frag: use the tensor-core fragment kernel (:mod:`.moe_frag`) for small T; None = where
             :func:`.moe_frag.frag_supported`, the weights carry the fragment layout and the mean
             rows per active expert is <= ``FRAG_MAX_ROWS_PER_EXPERT``. frag_configs: its (w13, w2) tiles.
+        mode: "w4a16", or "w4a4" (activations quantized per row with the static ``a1_gscale`` /
+            ``a2_gscale``; the MMA kernel on the packed canonical words, ``tl.dot_scaled`` where
+            ``native`` / :func:`native_fp4_supported`: the same numerics as :func:`fused_moe_nvfp4`).
         out: optional [T, H] bf16 buffer. _poison: fill internal buffers with NaN first (tests).
     """
     if not isinstance(packed, PackedMoEWeights):
@@ -201,6 +205,12 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words))
     dev = hidden.device
     s = t * k
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "w4a4":
+        return _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
+                            e, h, inter, mode=mode, a1_gscale=a1_gscale, a2_gscale=a2_gscale, configs=configs,
+                            native=native, out=out, _poison=_poison)
     if s == 0:
         res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
         return res if out is None else out.copy_(res)
@@ -358,6 +368,15 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
     if tuple(w2.shape) != (e, h, inter):
         raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
     t, _ = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data))
+    return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, mode=mode,
+                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, configs=configs, native=native, out=out,
+                        _poison=_poison)
+
+
+def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: int, inter: int, *, mode: str,
+                 a1_gscale, a2_gscale, configs, native, out, _poison) -> torch.Tensor:
+    """Sort + (quantize) + w13 + (quantize) + w2 + k-sum on the MMA kernel, for canonical or packed weights."""
+    t = hidden.shape[0]
     dev = hidden.device
     k = topk_ids.shape[1]
     s = t * k
