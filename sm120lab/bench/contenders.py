@@ -128,14 +128,13 @@ def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=N
     if name == "triton-w4a16" and frag:
         from ..kernels.moe_configs import pick_frag_configs
         from ..kernels.moe_frag import launch_frag
-        from ..kernels.moe_sort import moe_sort
+        from ..kernels.moe_layer import frag_columns
 
         s = ids.numel()
         cfg = (frag_configs or pick_frag_configs(s))[0]
         buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
         twf = tw.reshape(-1).contiguous()
-        flat = ids.reshape(-1).contiguous()
-        slot_ids, expert_ids = moe_sort(ids, layer.E, cfg.block_m) if cfg.SORTED else (flat, flat)
+        slot_ids, expert_ids = frag_columns(ids.contiguous(), layer.E, cfg)
         return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
                                    fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
                                    warps=cfg.num_warps, cg=cfg.CG)

@@ -224,9 +224,9 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     if decode is None:
         decode = rows_per_expert <= DECODE_MAX_ROWS_PER_EXPERT
     if not decode:
-        return _moe_gemms(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(),
-                          _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2), e, h, inter, k,
-                          configs, out, _poison)
+        return _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
+                            e, h, inter, mode=mode, a1_gscale=None, a2_gscale=None, configs=configs, native=None,
+                            out=out, _poison=_poison)
     cfg13, cfg2 = decode_configs if decode_configs is not None else pick_decode_configs(s)
     if cfg13.SORTED != cfg2.SORTED:
         raise ValueError(f"decode_configs must agree on SORTED, got {cfg13.name} and {cfg2.name}")
@@ -250,6 +250,15 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     return _sum_slots(out_slots, t, k, h, out)
 
 
+def frag_columns(ids: torch.Tensor, num_experts: int, cfg: FragConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slot_ids, expert_ids) for the fragment kernels: the expert-sorted blocks of ``cfg.block_m``
+    slots (``SORTED``), else one slot per program (both are the flat ``topk_ids``)."""
+    if cfg.SORTED:
+        return moe_sort(ids, num_experts, cfg.block_m)
+    flat = ids.reshape(-1)
+    return flat, flat
+
+
 def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poison):
     """The fragment path of :func:`fused_moe_packed`: (sort into 8-slot groups) -> w13 -> w2 -> k-sum."""
     if not (packed.w13.has_frag and packed.w2.has_frag):
@@ -264,11 +273,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poi
     if cfg13.SORTED != cfg2.SORTED or cfg13.block_m != cfg2.block_m:
         raise ValueError(f"frag_configs must agree on SORTED and the block size, got {cfg13.name} and {cfg2.name}")
     twf = tw.reshape(-1)
-    if cfg13.SORTED:
-        slot_ids, expert_ids = moe_sort(ids, e, cfg13.block_m)
-    else:
-        expert_ids = ids.reshape(-1)
-        slot_ids = expert_ids
+    slot_ids, expert_ids = frag_columns(ids, e, cfg13)
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
     if _poison:
         inter_buf.fill_(float("nan"))
@@ -317,30 +322,6 @@ def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors) 
         if x.device != dev:
             raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
     return t, topk_ids.shape[1]
-
-
-def _moe_gemms(hidden, ids, tw, w13_args, w2_args, e, h, inter, k, configs, out, _poison):
-    """W4A16 sort + two MMA GEMMs + k-sum (the MMA path of :func:`fused_moe_packed`)."""
-    t = hidden.shape[0]
-    s = t * k
-    dev = hidden.device
-    cfg13, cfg2 = configs if configs is not None else pick_configs(s / min(e, s))
-    if interpreting() or dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (9, 0):
-        cfg13, cfg2 = replace(cfg13, FAST=False), replace(cfg2, FAST=False)
-    if cfg13.BLOCK_M != cfg2.BLOCK_M:
-        raise ValueError(f"configs must share BLOCK_M, got {cfg13.BLOCK_M} and {cfg2.BLOCK_M}")
-    sorted_ids, block_expert = moe_sort(ids, e, cfg13.BLOCK_M)
-    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
-    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
-    if _poison:
-        inter_buf.fill_(float("nan"))
-        out_slots.fill_(float("nan"))
-    launch_moe_gemm(hidden, hidden, tw, w13_args, inter_buf, tw, sorted_ids, block_expert, n=inter, k=h,
-                    num_slots=s, a_row_div=k, n_up=inter, a_mode=A_BF16, fuse_silu=True, mul_routing=False,
-                    cfg=cfg13)
-    launch_moe_gemm(inter_buf, inter_buf, tw, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
-                    num_slots=s, a_row_div=1, n_up=0, a_mode=A_BF16, fuse_silu=False, mul_routing=True, cfg=cfg2)
-    return _sum_slots(out_slots, t, k, h, out)
 
 
 def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
@@ -420,10 +401,4 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
     launch_moe_gemm(a2, a2s, g2, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
                     num_slots=s, a_row_div=1, n_up=0, a_mode=a_mode, fuse_silu=False,
                     mul_routing=True, cfg=cfg2)
-    total = out_slots.view(t, k, h).sum(dim=1)
-    if out is None:
-        return total.to(torch.bfloat16)
-    if out.shape != (t, h):
-        raise ValueError(f"out must have shape [T={t}, H={h}], got {tuple(out.shape)}")
-    out.copy_(total)
-    return out
+    return _sum_slots(out_slots, t, k, h, out)
