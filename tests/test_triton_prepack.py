@@ -156,3 +156,6 @@ def test_frag_tile_map_matches_the_mma_fragment():
     assert (m["lane"] == 4 * (rows % 8) + cols // 16).all()
     assert (m["word"] == (cols % 16) // 4).all()
     assert (m["register"] % 2 == rows // 8).all() and (m["register"] // 2 == (cols % 4) // 2).all()
+    # the lane holding a code also holds that code's scale byte
+    assert (m["scale_lane"] == 4 * (rows % 8) + np.arange(4)[None, :]).all()
+    assert all(m["scale_lane"][r, c // 16] == m["lane"][r, c] for r in range(16) for c in range(64))

@@ -126,24 +126,22 @@ def plot_decode_tile(info: dict, ax=None, max_words: int = 32):
 def frag_tile_map() -> dict:
     """Who holds what in one 16-row x 64-column tile of the fragment layout (:mod:`.prepack`,
     :mod:`.moe_frag`), measured on :func:`.prepack.canonical_to_frag` itself: each of the tile's 1024
-    codes is flipped in turn and the one (lane, word) whose bits change is recorded.
+    codes and 64 scale bytes is changed in turn and the one (lane, word) whose bits change is recorded.
 
     Returns:
         {"lane": int [16, 64], "word": int [16, 64], "register": int [16, 64] (the A register 0..3 of the
-        MMA), "scale_lane": int [16, 4, 4]: for (row, block) the lanes that read that scale byte}.
+        MMA), "scale_lane": int [16, 4]: for (row, scale block) the lane whose scale pair holds that byte}.
     """
     import torch
 
-    from .prepack import canonical_to_frag
+    from .prepack import FRAG_BIT, canonical_to_frag
 
     data = torch.zeros(1, 16, 32, dtype=torch.uint8)
     scales = torch.full((1, 16, 4), 0x38, dtype=torch.uint8)
-    base, _ = canonical_to_frag(data, scales)
+    base, base_s = canonical_to_frag(data, scales)
     lane = np.zeros((16, 64), dtype=np.int64)
     word = np.zeros((16, 64), dtype=np.int64)
     reg = np.zeros((16, 64), dtype=np.int64)
-    from .prepack import FRAG_BIT
-
     for r in range(16):
         for c in range(64):
             d = data.clone()
@@ -155,13 +153,17 @@ def frag_tile_map() -> dict:
             idx = int(diff[0])
             lane[r, c], word[r, c] = idx // 4, idx % 4
             bit = (int(w.view(-1)[idx]) & 0xFFFFFFFF).bit_length() - 1
-            x = next(x for x in range(8) if FRAG_BIT[x][0] == bit)
-            reg[r, c] = x // 2
-    # scales: lane (g, t) reads rows g and g + 8 of block t (frag_scales [.., 32]: low byte row g, high row g + 8)
+            reg[r, c] = next(x for x in range(8) if FRAG_BIT[x][0] == bit) // 2
     scale_lane = np.zeros((16, 4), dtype=np.int64)
     for r in range(16):
         for b in range(4):
-            scale_lane[r, b] = 4 * (r % 8) + b
+            sc = scales.clone()
+            sc[0, r, b] = 0x40
+            _, fs = canonical_to_frag(data, sc)
+            diff = (fs.view(-1) != base_s.view(-1)).nonzero().view(-1)
+            if diff.numel() != 1:
+                raise AssertionError(f"scale ({r}, {b}) lands in {diff.numel()} lanes")
+            scale_lane[r, b] = int(diff[0])
     return {"lane": lane, "word": word, "register": reg, "scale_lane": scale_lane}
 
 
