@@ -319,17 +319,22 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
         decode = frag or rows_per_expert <= DECODE_MAX_ROWS_PER_EXPERT
         ours_kw = {"packed": packed, "configs": base_cfg, "decode": decode, "decode_configs": None, "fast": fast,
                    "frag": frag, "frag_configs": None}
-        if "triton-w4a16" in contenders and decode and sweep:
-            key = "frag_configs" if frag else "decode_configs"
+        if "triton-w4a16" in contenders and sweep:
+            # the path is fixed by T; the sweep picks its tiles (key: which tile argument of the layer)
+            key = "frag_configs" if frag else "decode_configs" if decode else "configs"
 
             def try_pair(c13, c2):
                 name = c13.name if c13 is c2 else f"{c13.name}+{c2.name}"
-                r = timed(f"sweep {name}", lambda *a: make_moe("triton-w4a16", layer, *a, packed=packed, decode=True,
+                r = timed(f"sweep {name}", lambda *a: make_moe("triton-w4a16", layer, *a, packed=packed, decode=decode,
                                                                  fast=fast, frag=frag, **{key: (c13, c2)}))
                 if r is not None:
                     doc["sweep"].append({"T": t, "op": "moe", "config": name, **r})
                     log(f"T={t} sweep {name}: {r['us_median']:.1f} us")
                 return None if r is None else r["us_median"]
+
+            def keep_best(best, pair):
+                us = try_pair(*pair)
+                return (us, pair) if us is not None and (best is None or us < best[0]) else best
 
             best = None
             if frag:  # w13 tiles first (w2 at the default), then w2 tiles with the best w13
@@ -337,37 +342,18 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                 same = [c for c in FRAG_CONFIGS.values() if c.SORTED == default[0].SORTED
                         and c.block_m == default[0].block_m and (c.SORTED or slots <= FRAG_UNSORTED_MAX_SLOTS)]
                 for c in (c for c in same if c.TILES % 2 == 0):
-                    us = try_pair(c, default[1])
-                    if us is not None and (best is None or us < best[0]):
-                        best = (us, (c, default[1]))
+                    best = keep_best(best, (c, default[1]))
                 if best is not None:
                     for c in (c for c in same if c is not best[1][1]):
-                        us = try_pair(best[1][0], c)
-                        if us is not None and us < best[0]:
-                            best = (us, (best[1][0], c))
-            else:
-                for c in DECODE_CONFIGS.values():
-                    us = try_pair(c, c)
-                    if us is not None and (best is None or us < best[0]):
-                        best = (us, (c, c))
+                        best = keep_best(best, (best[1][0], c))
+            else:  # decode tiles, or the MMA kernel's prefill tiles (BLOCK_M >= 64)
+                from ..kernels.moe_configs import CONFIGS
+
+                cands = DECODE_CONFIGS.values() if decode else (c for c in CONFIGS.values() if c.BLOCK_M >= 64)
+                for c in cands:
+                    best = keep_best(best, (c, c))
             if best is not None:
                 ours_kw[key] = best[1]
-            save()
-        if "triton-w4a16" in contenders and not decode and sweep:  # prefill: the MMA kernel's larger tiles
-            from ..kernels.moe_configs import CONFIGS
-
-            best = None
-            for c in (c for c in CONFIGS.values() if c.BLOCK_M >= 64):
-                r = timed(f"sweep {c.name}", lambda *a, c=c: make_moe("triton-w4a16", layer, *a, packed=packed,
-                                                                     decode=False, frag=False, configs=(c, c)))
-                if r is None:
-                    continue
-                doc["sweep"].append({"T": t, "op": "moe", "config": c.name, **r})
-                log(f"T={t} sweep {c.name}: {r['us_median']:.1f} us")
-                if best is None or r["us_median"] < best[0]:
-                    best = (r["us_median"], c)
-            if best is not None:
-                ours_kw["configs"] = (best[1], best[1])
             save()
         if frag:
             fcfg = ours_kw["frag_configs"] or pick_frag_configs(slots)
@@ -398,7 +384,7 @@ def run_moe_bench(out_path: str | Path, *, model: str = "qwen3.5-397b-a17b", tok
                 sorted_path = (ours_kw["frag_configs"][0].SORTED if frag else
                                not decode or ours_kw["decode_configs"][0].SORTED)
                 if sorted_path:
-                    bm = ours_kw["frag_configs"][0].block_m if frag else 1 if decode else base_cfg[0].BLOCK_M
+                    bm = ours_kw["frag_configs"][0].block_m if frag else 1 if decode else ours_kw["configs"][0].BLOCK_M
                     r = timed("sort", lambda x, ids, tw, bm=bm: make_sort(layer, ids, bm))
                     if r:
                         record(name, "sort", r, 0, block_m=bm)
