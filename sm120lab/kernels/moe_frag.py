@@ -70,92 +70,58 @@ prmt.b32 $0, s, s, 0x1010; prmt.b32 $1, s, s, 0x3232;
 }}
 """)
 
-_FRAG_MMA_ASM = tl.constexpr(f"""
-{{
-.reg .b32 r0, r1, r2, r3, x, y, b0, b1;
-and.b32 r0, $4, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $4, $4, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $4, $4, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $4, $4, {FRAG_R3_ROT_SEL};
-lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
-mov.b64 {{b0, b1}}, $16;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$20, $21, $22, $23}};
-and.b32 r0, $5, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $5, $5, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $5, $5, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $5, $5, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $5, $5, {FRAG_R3_ROT_SEL};
-lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
-mov.b64 {{b0, b1}}, $17;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-and.b32 r0, $6, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $6, $6, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $6, $6, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $6, $6, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $6, $6, {FRAG_R3_ROT_SEL};
-lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
-mov.b64 {{b0, b1}}, $18;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-and.b32 r0, $7, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $7, $7, {FRAG_ROT[1]}; and.b32 r1, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $7, $7, {FRAG_ROT[2]}; and.b32 r2, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $7, $7, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $7, $7, {FRAG_R3_ROT_SEL};
-lop3.b32 r3, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 r3, r3, {FRAG_MASK:#x};
-mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; mul.rn.bf16x2 r3, r3, $12;
-mov.b64 {{b0, b1}}, $19;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{$0, $1, $2, $3}}, {{r0, r1, r2, r3}}, {{b0, b1}}, {{$0, $1, $2, $3}};
-}}
-""")
+def _dequant_word_ptx(q: str, r: tuple[str, str, str, str], t: str) -> str:
+    """PTX for one word ``q``: the 4 A registers ``r`` as bf16x2 ``e2m1 * 2**-126`` bit patterns (module
+    docstring; the caller multiplies by the scales). ``x`` and ``y`` are scratch; R3's select goes through
+    ``t`` (``r[3]`` itself when it is a scratch register, ``y`` when it is an asm output)."""
+    m = f"{FRAG_MASK:#x}"
+    return (f"and.b32 {r[0]}, {q}, {m};\n"
+            f"shf.r.wrap.b32 x, {q}, {q}, {FRAG_ROT[1]}; and.b32 {r[1]}, x, {m};\n"
+            f"shf.r.wrap.b32 x, {q}, {q}, {FRAG_ROT[2]}; and.b32 {r[2]}, x, {m};\n"
+            f"shf.r.wrap.b32 x, {q}, {q}, {FRAG_R3_ROT}; shf.r.wrap.b32 y, {q}, {q}, {FRAG_R3_ROT_SEL};\n"
+            f"lop3.b32 {t}, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 {r[3]}, {t}, {m};\n")
 
 
-_DEQUANT_ASM = tl.constexpr(f"""
-{{
-.reg .b32 x, y;
-and.b32 $0, $16, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $16, $16, {FRAG_ROT[1]}; and.b32 $4, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $16, $16, {FRAG_ROT[2]}; and.b32 $8, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $16, $16, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $16, $16, {FRAG_R3_ROT_SEL};
-lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $12, y, {FRAG_MASK:#x};
-mul.rn.bf16x2 $0, $0, $20; mul.rn.bf16x2 $8, $8, $20;
-mul.rn.bf16x2 $4, $4, $24; mul.rn.bf16x2 $12, $12, $24;
-and.b32 $1, $17, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $17, $17, {FRAG_ROT[1]}; and.b32 $5, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $17, $17, {FRAG_ROT[2]}; and.b32 $9, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $17, $17, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $17, $17, {FRAG_R3_ROT_SEL};
-lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $13, y, {FRAG_MASK:#x};
-mul.rn.bf16x2 $1, $1, $20; mul.rn.bf16x2 $9, $9, $20;
-mul.rn.bf16x2 $5, $5, $24; mul.rn.bf16x2 $13, $13, $24;
-and.b32 $2, $18, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $18, $18, {FRAG_ROT[1]}; and.b32 $6, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $18, $18, {FRAG_ROT[2]}; and.b32 $10, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $18, $18, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $18, $18, {FRAG_R3_ROT_SEL};
-lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $14, y, {FRAG_MASK:#x};
-mul.rn.bf16x2 $2, $2, $20; mul.rn.bf16x2 $10, $10, $20;
-mul.rn.bf16x2 $6, $6, $24; mul.rn.bf16x2 $14, $14, $24;
-and.b32 $3, $19, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $19, $19, {FRAG_ROT[1]}; and.b32 $7, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $19, $19, {FRAG_ROT[2]}; and.b32 $11, x, {FRAG_MASK:#x};
-shf.r.wrap.b32 x, $19, $19, {FRAG_R3_ROT}; shf.r.wrap.b32 y, $19, $19, {FRAG_R3_ROT_SEL};
-lop3.b32 y, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 $15, y, {FRAG_MASK:#x};
-mul.rn.bf16x2 $3, $3, $20; mul.rn.bf16x2 $11, $11, $20;
-mul.rn.bf16x2 $7, $7, $24; mul.rn.bf16x2 $15, $15, $24;
-}}
-""")
+def _fused_asm() -> str:
+    """4 words (``$4..$7``) -> 4 MMAs into ``$0..$3`` (C in ``$20..$23``); scales ``$8`` / ``$12``; B ``$16..$19``."""
+    body = ""
+    for j in range(4):
+        body += _dequant_word_ptx(f"${4 + j}", ("r0", "r1", "r2", "r3"), t="r3")
+        body += ("mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; "
+                 "mul.rn.bf16x2 r3, r3, $12;\n")
+        cin = "$20, $21, $22, $23" if j == 0 else "$0, $1, $2, $3"
+        body += (f"mov.b64 {{b0, b1}}, ${16 + j};\n"
+                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {r0, r1, r2, r3}, "
+                 f"{{b0, b1}}, {{{cin}}};\n")
+    return "\n{\n.reg .b32 r0, r1, r2, r3, x, y, b0, b1;\n" + body + "}\n"
 
-_MMA4_ASM = tl.constexpr("""
-{
-.reg .b32 b0, b1;
-mov.b64 {b0, b1}, $20;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$4, $8, $12, $16}, {b0, b1}, {$24, $25, $26, $27};
-mov.b64 {b0, b1}, $21;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$5, $9, $13, $17}, {b0, b1}, {$0, $1, $2, $3};
-mov.b64 {b0, b1}, $22;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$6, $10, $14, $18}, {b0, b1}, {$0, $1, $2, $3};
-mov.b64 {b0, b1}, $23;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {$7, $11, $15, $19}, {b0, b1}, {$0, $1, $2, $3};
-}
-""")
+
+def _dequant_asm() -> str:
+    """4 words (``$16..$19``) -> register r of word j in ``$(4r + j)``; scales ``$20`` / ``$24``."""
+    body = ""
+    for j in range(4):
+        r = tuple(f"${4 * i + j}" for i in range(4))
+        body += _dequant_word_ptx(f"${16 + j}", r, t="y")
+        body += (f"mul.rn.bf16x2 {r[0]}, {r[0]}, $20; mul.rn.bf16x2 {r[2]}, {r[2]}, $20;\n"
+                 f"mul.rn.bf16x2 {r[1]}, {r[1]}, $24; mul.rn.bf16x2 {r[3]}, {r[3]}, $24;\n")
+    return "\n{\n.reg .b32 x, y;\n" + body + "}\n"
+
+
+def _mma4_asm() -> str:
+    """4 MMAs on dequantized registers ``$4..$19`` (word j: ``$4+j, $8+j, $12+j, $16+j``), B ``$20..$23``,
+    into ``$0..$3`` (C in ``$24..$27``)."""
+    body = ""
+    for j in range(4):
+        cin = "$24, $25, $26, $27" if j == 0 else "$0, $1, $2, $3"
+        body += (f"mov.b64 {{b0, b1}}, ${20 + j};\n"
+                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, "
+                 f"{{${4 + j}, ${8 + j}, ${12 + j}, ${16 + j}}}, {{b0, b1}}, {{{cin}}};\n")
+    return "\n{\n.reg .b32 b0, b1;\n" + body + "}\n"
+
+
+_FRAG_MMA_ASM = tl.constexpr(_fused_asm())
+_DEQUANT_ASM = tl.constexpr(_dequant_asm())
+_MMA4_ASM = tl.constexpr(_mma4_asm())
 
 
 @triton.jit
