@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..nvfp4 import NVFP4Tensor
+from ..nvfp4 import NVFP4Tensor, pack_e2m1, unpack_e2m1
 from ..nvfp4.swizzle import swizzle_scales_128x4
 
 #: codes per int32 word
@@ -212,7 +212,7 @@ def _check_frag_scales(data: torch.Tensor, scales: torch.Tensor, name: str) -> N
     if bool(bad.any()):
         raise ValueError(f"{name}.scale: NVFP4 block scales must be finite and non-negative (UE4M3); "
                          f"{int(bad.sum())} are not")
-    mag = torch.stack(((data & 0x7), ((data >> 4) & 0x7)), dim=-1).reshape(*scales.shape, 16)
+    mag = (unpack_e2m1(data) & 0x7).reshape(*scales.shape, 16)
     orphan = scales.eq(0) & mag.amax(dim=-1).ne(0)
     if bool(orphan.any()):
         raise ValueError(f"{name}: {int(orphan.sum())} blocks have scale 0 but non-zero codes (the value is 0; "
@@ -232,8 +232,7 @@ def canonical_to_frag(data: torch.Tensor, scales: torch.Tensor) -> tuple[torch.T
     k = kh * 2
     words = torch.empty(e, n // FRAG_ROWS, k // FRAG_K, 32, 4, dtype=torch.int32, device=data.device)
     for i in range(e):
-        d = data[i].to(torch.int64)
-        codes = torch.stack((d & 0xF, d >> 4), dim=-1).reshape(1, n, k)
+        codes = unpack_e2m1(data[i]).to(torch.int64)
         # [NT, rh, g, KC, t, j, ch, cl] -> [NT, KC, g, t, j, (ch, rh, cl)]
         c = codes.reshape(n // 16, 2, 8, k // 64, 4, 4, 2, 2).permute(0, 3, 2, 4, 5, 6, 1, 7)
         c = c.reshape(n // 16, k // 64, 32, 4, 8)
@@ -259,8 +258,8 @@ def frag_to_canonical(words: torch.Tensor, fscales: torch.Tensor) -> tuple[torch
             for b in range(4):
                 codes[..., x] |= ((w >> FRAG_BIT[x][b]) & 1) << b
         # [NT, KC, g, t, j, ch, rh, cl] -> [NT, rh, g, KC, t, j, ch, cl]
-        c = codes.reshape(nt, kc, 8, 4, 4, 2, 2, 2).permute(0, 6, 2, 1, 3, 4, 5, 7).reshape(n, k // 2, 2)
-        data[i] = (c[..., 0] | (c[..., 1] << 4)).to(torch.uint8)
+        c = codes.reshape(nt, kc, 8, 4, 4, 2, 2, 2).permute(0, 6, 2, 1, 3, 4, 5, 7).reshape(n, k)
+        data[i] = pack_e2m1(c.to(torch.uint8))
     s = fscales.contiguous().view(torch.uint8).reshape(e, nt, kc, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)  # [E,NT,rh,g,KC,t]
     return data, s.reshape(e, n, k // 16).contiguous()
 
