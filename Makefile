@@ -14,6 +14,7 @@ TORCH_PIN   ?= torch==2.13.0
 TRITON_PIN  ?= triton==3.9.0
 RUN_ARGS    ?=
 PYTEST_ARGS ?=
+LAB_ARGS    ?=
 
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.sm120lab-installed
@@ -42,10 +43,13 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(VPY) -m pytest $(PYTEST_ARGS) tests --nbval-lax notebooks
 
-# JupyterLab over the same venv (pinned in constraints.txt); opens notebooks/.
+# JupyterLab over the same venv (pinned in constraints.txt); opens notebooks/. As root (GPU
+# containers) it adds --allow-root; extra flags pass through: make lab LAB_ARGS="--no-browser --port 8899".
+LAB_ROOT = $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(VPY) -m pip install -q -c constraints.txt -e ".[lab]"
-	$(VENV)/bin/jupyter lab notebooks
+	$(VPY) -c "import jupyterlab" 2>/dev/null || $(VPY) -m pip install -q -c constraints.txt -e ".[lab]"
+	$(VENV)/bin/jupyter lab $(LAB_ROOT) $(LAB_ARGS) notebooks
 
 # Notebooks: notebooks/src/NN_name.py (jupytext percent format) is the truth. Build each into
 # notebooks/NN_name.ipynb with jupytext and execute it from notebooks/ (relative paths such as
