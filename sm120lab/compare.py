@@ -329,17 +329,36 @@ def timeline(paths: list[str | Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def run_overview(paths: list[str | Path]) -> list[dict[str, Any]]:
-    """One row per run: when, GPU, driver, CUDA, torch/triton/flashinfer, notebooks ok of total."""
+def run_overview(paths: list[str | Path], in_progress: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per run: when, GPU, driver, CUDA, sm120lab commit, torch/triton/flashinfer, notebooks ok.
+
+    Args:
+        paths: run folders.
+        in_progress: the run folder still executing (notebook 06's own run, :func:`current_run_dir`);
+            its ``not run`` notebooks are counted as still to run, not as finished.
+
+    Returns:
+        Rows of strings and numbers, no ``None``: a CPU run's driver and CUDA read ``none (no GPU)``,
+        a package that is not installed ``not installed``.
+    """
+    from .envinfo import provenance_text
+
+    running = Path(in_progress).resolve() if in_progress is not None else None
     rows = []
     for p in paths:
         run = load_run(p)
         facts = environment_facts(run.environment)
         books = run.summary.get("notebooks", [])
-        rows.append({"run": run.label, "started": run.summary.get("started_utc"), "gpu": facts["gpu"],
-                     "driver": facts["driver"], "cuda": facts["cuda_runtime"], "torch": facts.get("pkg:torch"),
-                     "triton": facts.get("pkg:triton"), "flashinfer": facts.get("pkg:flashinfer-python"),
-                     "notebooks ok": sum(n["status"] == NotebookStatus.OK for n in books), "notebooks": len(books)})
+        pending = sum(n["status"] == NotebookStatus.NOT_RUN for n in books) if run.path.resolve() == running else 0
+        ok = sum(n["status"] == NotebookStatus.OK for n in books)
+        no_gpu = "none (no GPU)" if facts["gpu"] == "none" else "not recorded"
+        rows.append({"run": run.label, "started": run.summary.get("started_utc") or "not recorded",
+                     "gpu": facts["gpu"], "driver": facts["driver"] or no_gpu, "cuda": facts["cuda_runtime"] or no_gpu,
+                     "sm120lab": provenance_text(run.environment),
+                     **{name: facts.get(f"pkg:{pkg}") or "not installed"
+                        for name, pkg in (("torch", "torch"), ("triton", "triton"), ("flashinfer", "flashinfer-python"))},
+                     "notebooks": f"{ok} ok of {len(books) - pending}" + (f" finished, {pending} still running"
+                                                                          if pending else "")})
     return rows
 
 

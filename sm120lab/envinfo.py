@@ -2,8 +2,9 @@
 
 ``collect()`` returns a JSON-serialisable dict: host, OS, Python, package versions, GPU
 (name, compute capability, driver, CUDA runtime, shared memory per block) when torch sees one,
-every nvcc found, and the environment variables that change FP4 MoE behaviour. It never raises:
-a missing piece is recorded as ``None`` with the reason.
+every nvcc found, the environment variables that change FP4 MoE behaviour, and which sm120lab made
+it (version, git commit, dirty flag: :func:`provenance`). It never raises: a missing piece is
+recorded as ``None`` with the reason.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import subprocess
 from collections.abc import Mapping
 from importlib import metadata
+from pathlib import Path
 
 PACKAGES = (
     "sm120lab", "torch", "triton", "numpy", "flashinfer-python", "flashinfer", "vllm",
@@ -42,6 +44,71 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS`` stdout stripped, or ``None`` when git is missing or fails."""
+    git = shutil.which("git")
+    if not git:
+        return None
+    try:
+        done = subprocess.run([git, "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def provenance(package_dir: Path | None = None) -> dict[str, object]:
+    """Which sm120lab made a result: ``{"version", "commit", "dirty", "reason"}``.
+
+    ``commit`` is ``git rev-parse HEAD`` and ``dirty`` is whether ``git status --porcelain
+    --untracked-files=no`` lists a change to a tracked file, both only when the package is imported
+    from a git checkout whose top level holds it; otherwise both are ``None`` and ``reason`` says why.
+
+    Args:
+        package_dir: the imported package's folder (default: this module's).
+
+    Returns:
+        The record; ``reason`` is ``None`` when the commit was read.
+    """
+    from . import __version__
+
+    package_dir = Path(package_dir or Path(__file__).resolve().parent)
+    try:
+        version = metadata.version("sm120lab")
+    except metadata.PackageNotFoundError:
+        version = __version__
+    out: dict[str, object] = {"version": version, "commit": None, "dirty": None, "reason": None}
+    root = package_dir.parent
+    if not shutil.which("git"):
+        out["reason"] = "git not found on PATH"
+        return out
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != root.resolve():
+        out["reason"] = f"{root} is not a git checkout (installed package)"
+        return out
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    if commit is None or status is None:
+        out["reason"] = "git could not read the checkout"
+        return out
+    out.update(commit=commit, dirty=bool(status))
+    return out
+
+
+def provenance_text(env: Mapping[str, object]) -> str:
+    """``0.1.0, commit 1a2b3c4d5e6f (uncommitted changes)`` from an ``environment.json``
+    (:func:`sm120lab.envinfo.provenance`); runs recorded before it say so."""
+    prov = env.get("sm120lab")
+    if not isinstance(prov, dict):
+        packages = env.get("packages")
+        version = packages.get("sm120lab") if isinstance(packages, dict) else None
+        return f"{version or 'version not recorded'}, commit not recorded (run made before sm120lab recorded it)"
+    version = prov.get("version") or "version unknown"
+    if not prov.get("commit"):
+        return f"{version}, no commit ({prov.get('reason') or 'not recorded'})"
+    state = {True: "uncommitted changes", False: "clean"}.get(prov.get("dirty"), "state unknown")
+    return f"{version}, commit {str(prov['commit'])[:12]} ({state})"
 
 
 def relevant_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -127,6 +194,7 @@ def collect() -> dict:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "packages": package_versions(),
+        "sm120lab": provenance(),
         "gpu": gpu_info(),
         "nvcc": find_nvccs(),
         "env": relevant_env(),

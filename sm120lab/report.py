@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic_io import write_text_atomic
+from .envinfo import provenance_text
 from .results import NotebookStatus, SchemaError, load_json, validate_results, validate_summary
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -134,7 +135,8 @@ def _read(path: Path, validate) -> tuple[Any, str | None]:
 
 def _environment_html(env: dict[str, Any]) -> str:
     gpu = env.get("gpu") or {}
-    rows = [["host", _e(env.get("host"))], ["OS", _e(env.get("os"))], ["Python", _e(env.get("python"))]]
+    rows = [["sm120lab", _e(provenance_text(env))], ["host", _e(env.get("host"))], ["OS", _e(env.get("os"))],
+            ["Python", _e(env.get("python"))]]
     if gpu.get("available"):
         mem = gpu.get("total_memory_bytes")
         rows += [["GPU", _e(f"{gpu.get('name')} x{gpu.get('device_count', 1)}")],
@@ -159,8 +161,13 @@ def _answer_html(answer: list[dict[str, Any]]) -> str:
     return _table(["claim", "on this machine", "status", "why"], rows)
 
 
-def build_report(run_dir: str | Path) -> str:
+def build_report(run_dir: str | Path, name: str | None = None) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module docstring).
+
+    Args:
+        run_dir: the run folder.
+        name: the run's name in the title (default: the folder's name; an archive being built in a
+            temporary folder passes its final name).
 
     Raises:
         FileNotFoundError: ``run_dir`` has no ``summary.json``.
@@ -179,14 +186,15 @@ def build_report(run_dir: str | Path) -> str:
             env = loaded if isinstance(loaded, dict) else {}
         except SchemaError as exc:
             env_note = str(exc)
+    name = name or run_dir.name
     books = summary["notebooks"]
     ok = sum(nb["status"] == NotebookStatus.OK for nb in books)
     gpu = (env.get("gpu") or {})
     machine = gpu.get("name") if gpu.get("available") else "CPU only"
 
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sm120lab run {_e(run_dir.name)}</title>"
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sm120lab run {_e(name)}</title>"
            f"<style>{CSS}</style></head><body>",
-           f"<h1>sm120lab run <code>{_e(run_dir.name)}</code></h1>",
+           f"<h1>sm120lab run <code>{_e(name)}</code></h1>",
            f"<p><b>{ok} of {len(books)}</b> notebooks ok on <b>{_e(machine)}</b>; started {_e(summary.get('started_utc'))}"
            + (f"; resumed {_e(', '.join(summary['resumed_utc']))}" if summary.get("resumed_utc") else "") + "</p>"]
     if summary.get("command"):
@@ -229,7 +237,7 @@ def build_report(run_dir: str | Path) -> str:
     return "\n".join(out)
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+def write_report(run_dir: str | Path, out: str | Path | None = None, name: str | None = None) -> Path:
     """Write :func:`build_report` to ``out`` (default ``run_dir/report.html``) atomically; return the path."""
     run_dir = Path(run_dir)
-    return write_text_atomic(Path(out) if out else run_dir / "report.html", build_report(run_dir))
+    return write_text_atomic(Path(out) if out else run_dir / "report.html", build_report(run_dir, name))

@@ -108,7 +108,7 @@ def archive_run(run_dir: str | Path, dest_root: str | Path, *, overwrite: bool =
             nb = json.loads(nb_path.read_text(encoding="utf-8"))
             extract_figures(nb, nb_path.stem, tmp / "figures", max_px)
             write_text_atomic(tmp / nb_path.name, json.dumps(nb, indent=1) + "\n")
-        write_report(tmp)
+        write_report(tmp, name=dest.name)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -93,7 +93,7 @@ _ = answer.record(box, "06_compare_runs")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-display(pd.DataFrame(run_overview(folders)) if folders else "no run folders")
+display(pd.DataFrame(run_overview(folders, in_progress=current_run_dir())) if folders else "no run folders")
 
 # %% [markdown]
 # ## Differences
