@@ -357,7 +357,7 @@ def test_vllm_0170_capability_patches_are_harmful_and_flashinfer_cutlass_already
     assert _hashes(site) == before
 
 
-def test_clear_jit_cache_keeps_cubins_and_uninstalled_package_is_reported(fi_old, tmp_path, monkeypatch, capsys):
+def test_clear_jit_cache_keeps_cubins(fi_old, tmp_path, monkeypatch, capsys):
     site = _copy_site(fi_old, tmp_path / "site")
     base = tmp_path / "ws"
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(base))
@@ -370,9 +370,6 @@ def test_clear_jit_cache_keeps_cubins_and_uninstalled_package_is_reported(fi_old
     assert not (cache / FI_OLD).exists() and (cache / "cubins" / "k.cubin").is_file()
     assert cli_main(["patch", "revert", "--site", str(site)]) == 0
     assert "clear it" in capsys.readouterr().out  # without the flag: tell the user
-    if importlib.util.find_spec("flashinfer") is None:
-        assert cli_main(["patch", "status"]) == 2
-        assert "not installed" in capsys.readouterr().err
 
 
 def _needed_spec(tmp_path: Path, fi_old: Path, rng: random.Random) -> tuple[Path, str, str]:
@@ -844,3 +841,35 @@ def test_apply_is_all_or_nothing_for_any_patch_set_and_failing_file(fi_old, tmp_
     engine.revert(tree, specs)
     assert _hashes(site) == before
     shutil.rmtree(base)
+
+
+def test_cli_status_without_the_package_falls_back_to_a_cached_wheel_or_names_every_way(tmp_path, monkeypatch, capsys):
+    """Not installed: `patch status` audits the newest spec-quoted version this machine holds (here a
+    wheel in $SM120LAB_WHEELHOUSE); with none and no PyPI it exits 2 in one line naming every way in."""
+    from sm120lab.patches.wheels import audited_versions, fallback_version
+    from sm120lab.pypi_wheels import WHEELHOUSE_ENV
+
+    if importlib.util.find_spec("flashinfer") is not None:
+        pytest.skip("flashinfer is installed here: status audits it")
+    monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip download fails at once: nothing leaves the machine
+    monkeypatch.delenv(WHEELHOUSE_ENV, raising=False)
+    assert audited_versions("flashinfer") == [FI_OLD, FI_NEW]
+    assert fallback_version("flashinfer") == (FI_NEW, False)
+    assert cli_main(["patch", "status"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: flashinfer-python is not installed here")
+    assert all(way in err[-1] for way in ("--site DIR", "--wheel FILE.whl", f"${WHEELHOUSE_ENV}", "pip install"))
+    house = tmp_path / "house"
+    house.mkdir()
+    rel = "flashinfer/jit/fused_moe.py"
+    with zipfile.ZipFile(house / f"flashinfer_python-{FI_OLD}-py3-none-any.whl", "w") as zf:
+        zf.writestr(f"flashinfer_python-{FI_OLD}.dist-info/METADATA",
+                    f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {FI_OLD}\n")
+        zf.writestr(rel, load_specs("flashinfer", FI_OLD).patch("fi-jit-moe-sm100-major-12").anchor + "\n")
+    monkeypatch.setenv(WHEELHOUSE_ENV, str(house))
+    assert fallback_version("flashinfer") == (FI_OLD, True)
+    assert cli_main(["patch", "status"]) == 0
+    cap = capsys.readouterr()
+    assert f"auditing its cached {FI_OLD} wheel" in cap.err and f"flashinfer-python {FI_OLD} at" in cap.out
+    assert f"({FI_OLD} wheel, not installed)" in cap.out and "fi-jit-moe-sm100-major-12" in cap.out

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 _EPILOG = """examples:
-  sm120lab patch status                         # installed flashinfer: every seed patch, classified
+  sm120lab patch status                         # installed flashinfer (else a cached or fetched wheel): every seed patch, classified
   sm120lab patch status --package vllm --evidence
   sm120lab patch status --site ~/.cache/sm120lab/wheels/flashinfer-python-0.6.5
   sm120lab patch status --wheel wheelhouse/flashinfer_python-0.7.4-py3-none-any.whl   # no install needed
@@ -38,6 +38,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    import importlib.util
+
     from rich.console import Console
     from rich.markup import escape
 
@@ -75,13 +77,18 @@ def run(args) -> int:
             return 2
         args.site = site
     import_name = import_name_of(package)
+    origin = "--site" if args.site else ""
+    if args.site is None and args.action == "status" and importlib.util.find_spec(import_name) is None:
+        args.site, origin = _fallback_site(package, err)
+        if args.site is None:
+            return 2
     try:
         tree = locate(package, import_name, args.site)
         specs = load_specs(package, tree.version)
     except (SiteError, SpecError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
-    where = f"{tree.root}" + ("" if tree.installed else " (--site)")
+    where = f"{tree.root}" + (f" ({origin})" if origin else "")
     console.print(f"[bold]{package} {tree.version}[/bold] at {where}; specs: {', '.join(specs.sources)}")
 
     if args.action == "status":
@@ -157,6 +164,29 @@ def _wheel_site(wheel: str, err):
         err.print(f"--wheel: {wheel}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
                   markup=False)
         return None, None
+
+
+def _fallback_site(package: str, err):
+    """``(root, origin)`` of a wheel of ``package`` to audit when it is not installed, or ``(None, "")``
+    after a one-line error that names every way to point the audit at one."""
+    import zipfile
+
+    from ..patches.spec import SpecError
+    from ..patches.wheels import fallback_version, fetch_for_audit
+    from ..pypi_wheels import WHEELHOUSE_ENV
+
+    ways = (f"--site DIR (an unpacked wheel or site-packages), --wheel FILE.whl, ${WHEELHOUSE_ENV}=DIR "
+            f"(a folder of .whl files), or pip install {package}")
+    try:
+        version, held = fallback_version(package)
+        err.print(f"note: {package} is not installed here; auditing its {'cached' if held else 'PyPI'} {version} "
+                  f"wheel. To audit another: {ways}.", markup=False)
+        return str(fetch_for_audit(package, version, quiet=False)), f"{version} wheel, not installed"
+    except (SpecError, OSError, ValueError, RuntimeError, zipfile.BadZipFile) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err.print(f"error: {package} is not installed here and no wheel of it could be read ({why}); "
+                  f"point the audit at one: {ways}", markup=False)
+        return None, ""
 
 
 def _short(path: str) -> str:

@@ -12,9 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..pypi_wheels import download_wheel, extract
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
-__all__ = ["download_wheel", "evidence_quotes", "fetch_for_audit", "spec_members", "wheel_subset"]
+from ..paths import cache_root
+from ..pypi_wheels import INDEX, download_wheel, extract, local_wheels, wheelhouse_dirs
+
+__all__ = ["audited_versions", "download_wheel", "evidence_quotes", "fallback_version", "fetch_for_audit",
+           "local_versions", "spec_members", "wheel_subset"]
 
 
 def wheel_subset(dist: str, version: str, members: list[str], *, quiet: bool = True, wheelhouse=None) -> Path:
@@ -55,3 +60,58 @@ def fetch_for_audit(package: str, version: str, *, quiet: bool = True, wheelhous
 
     dist = normalize_package(package)
     return wheel_subset(dist, version, spec_members(dist, version), quiet=quiet, wheelhouse=wheelhouse)
+
+
+def audited_versions(package: str) -> list[str]:
+    """Versions of ``package`` whose real files the spec set quotes (``[ver] path:line`` evidence)
+    and that a spec covers, oldest first."""
+    from .spec import SpecError, all_spec_files, load_specs, normalize_package
+
+    dist = normalize_package(package)
+    quoted = {ver for f in all_spec_files() if f["package"] == dist
+              for item in list(f["patches"]) + list(f["settings"])
+              for ver, _, _, _ in evidence_quotes(item.evidence)}
+    out = []
+    for ver in quoted:
+        try:
+            load_specs(dist, ver)
+        except SpecError:  # quoted as a contrast (a release no spec covers)
+            continue
+        out.append(ver)
+    return sorted(out, key=Version)
+
+def local_versions(package: str, *, wheelhouse=None) -> list[str]:
+    """Versions of ``package`` this machine already holds, oldest first: a ``.whl`` in the wheelhouse
+    (``$SM120LAB_WHEELHOUSE``) or the download cache, or an extraction folder of the wheel cache."""
+    from .spec import normalize_package
+
+    dist = canonicalize_name(normalize_package(package))
+    found = {v for _, _, v in local_wheels(wheelhouse_dirs(wheelhouse) + [cache_root() / "wheels" / "dl"], dist)}
+    for index in (cache_root() / "wheels").glob(f"{dist}-*/{INDEX}"):
+        try:
+            found.add(Version(index.parent.name[len(dist) + 1:]))
+        except InvalidVersion:
+            continue
+    return [str(v) for v in sorted(found)]
+
+
+def fallback_version(package: str, *, wheelhouse=None) -> tuple[str, bool]:
+    """``(version, held locally)`` to audit when ``package`` is not installed.
+
+    The newest version this machine already holds that the specs quote as evidence, else the
+    newest it holds that any spec covers, else the newest quoted version (downloaded once).
+    """
+    from .spec import SpecError, load_specs
+
+    audited = audited_versions(package)
+    if not audited:
+        raise SpecError(f"no spec for {package} quotes a version's files")
+    held = local_versions(package, wheelhouse=wheelhouse)
+    for pool in ([v for v in held if v in audited], held):
+        for ver in reversed(pool):
+            try:
+                load_specs(package, ver)
+            except SpecError:
+                continue
+            return ver, True
+    return audited[-1], False
