@@ -276,7 +276,10 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
         RunFolderError: the folder is refused; nothing in it was changed.
     """
     import papermill
+    from traitlets.config import Config
 
+    # kernels talk over local IPC sockets, not plain TCP (ipykernel warns at each TCP start without CurveZMQ keys)
+    kernel_config = Config({"KernelManager": {"transport": "ipc"}})
     params = params or {}
     env, earlier = prepare_run_dir(run_dir, mode, env or collect())
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -319,7 +322,8 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
             try:
                 nb_params = parameters_for(nb_path, params)
                 papermill.execute_notebook(str(nb_path), str(out), parameters=nb_params, cwd=str(nb_path.parent),
-                                           kernel_name=kernel_name, progress_bar=False, execution_timeout=timeout_s)
+                                           kernel_name=kernel_name, progress_bar=False, execution_timeout=timeout_s,
+                                           config=kernel_config)
                 res.status = NotebookStatus.OK
             except Exception as exc:  # one notebook failing must not stop the others
                 res.status = NotebookStatus.FAILED
