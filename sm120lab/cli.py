@@ -14,6 +14,7 @@ import sys
 
 from . import __version__
 from . import commands as _commands
+from .cmdline import plain_help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
-    return parser
+    return plain_help(parser)  # docstring RST (``x``, :func:`x`) shown as plain text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -232,6 +232,19 @@ def test_readme_commands_exist():
     assert "make lab" in _text() and ".[gpu]" in _text() and "report.html" in _text()
 
 
+def test_every_help_text_is_plain_text():
+    """`sm120lab --help` and each subcommand's help: docstring RST (``x``, :func:`x`) is stripped, the words kept."""
+    from sm120lab.cmdline import plain_text
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    pages = {"": parser.format_help()} | {name: p.format_help() for name, p in sub.choices.items()}
+    assert len(pages) > 10
+    for name, page in pages.items():
+        assert not re.search(r"``|:(func|mod|class|meth):`", page), (name, page)
+    assert plain_text("``--x N``: see :func:`sm120lab.run` and :mod:`~a.b`") == "--x N: see sm120lab.run and a.b"
+
+
 def test_readme_stands_alone():
     text = _text()
     for bad in ("../shared", "/tmp/", "landscape.md", "METHOD.md", "KINDS.md"):
