@@ -15,6 +15,12 @@ Each later run is compared with the first (the baseline), over the schema sectio
   figure that is no longer finite (NaN, inf) or vanished is a regression; a baseline of 0 compares
   by sign (any rise of a lower-is-better figure is a regression).
 
+When the two runs ran on different devices (GPU name or compute capability differ, a CPU-only run
+included), a check that ran on one side only (its verdict skipped or absent on the other) and every
+bench figure are **not comparable (device differs)**, never a regression: a CPU run cannot lose
+evidence it could never produce, and a timing on another GPU is no slowdown. A verdict that got
+worse, an error, a failed notebook and a bench figure that is no longer finite still count.
+
 Also the environment (driver, CUDA, package versions, compared with ``packaging.version``).
 Every input file is validated first (:mod:`sm120lab.results`): a malformed one raises
 :class:`~sm120lab.results.SchemaError` with one line naming it.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -42,9 +49,9 @@ from .results import (
     validate_summary,
 )
 
-__all__ = ["Assessment", "Change", "ChangeKind", "Comparison", "Run", "SchemaError", "against_recorded",
-           "compare_many", "compare_runs", "current_run_dir", "load_run", "recorded_runs", "run_overview",
-           "timeline"]
+__all__ = ["DEVICE_DIFFERS", "Assessment", "Change", "ChangeKind", "Comparison", "Run", "SchemaError",
+           "against_recorded", "bench_rows", "compare_many", "compare_runs", "current_run_dir", "device_of", "load_run",
+           "plot_bench_runs", "recorded_runs", "run_overview", "timeline"]
 
 
 class _StrEnum(str, Enum):
@@ -72,6 +79,11 @@ class Assessment(_StrEnum):
     WITHIN_NOISE = "within-noise"
     NEW = "new"
     GONE = "gone"
+    NOT_COMPARABLE = "not comparable"
+
+
+#: the detail of every :attr:`Assessment.NOT_COMPARABLE` change
+DEVICE_DIFFERS = "device differs"
 
 
 #: verdicts that mean the backend ran and produced an output to judge
@@ -111,6 +123,36 @@ class Comparison:
     baseline: str
     other: str
     changes: list[Change] = field(default_factory=list)
+    #: ``(baseline device, other device)``: GPU name and compute capability, ``"none"`` without a GPU
+    devices: tuple[str, str] = ("none", "none")
+
+    @property
+    def device_differs(self) -> bool:
+        return self.devices[0] != self.devices[1]
+
+    @property
+    def not_comparable(self) -> list[Change]:
+        """Checks that ran on one device only, and bench figures from another device."""
+        return [c for c in self.changes if c.assessment is Assessment.NOT_COMPARABLE]
+
+    def count(self, *assessments: Assessment, kinds: tuple[ChangeKind, ...] | None = None) -> int:
+        return sum(c.assessment in assessments and (kinds is None or c.kind in kinds) for c in self.changes)
+
+    def summary_line(self, regressions: int | None = None) -> str:
+        """One line: regressions (of correctness evidence), fixes, not comparable, new, environment.
+
+        Args:
+            regressions: the regressions the caller gates on, when it leaves some out (default all).
+        """
+        regs = len(self.regressions) if regressions is None else regressions
+        env = self.count(Assessment.CHANGED, kinds=(ChangeKind.ENVIRONMENT,))
+        parts = [f"{regs} regression(s) ({len(self.correctness_regressions)} of correctness evidence)",
+                 f"{self.count(Assessment.FIX, Assessment.IMPROVEMENT)} fix(es)/improvement(s)"]
+        if self.device_differs:
+            parts.append(f"{len(self.not_comparable)} not comparable (device differs: "
+                         f"{self.devices[0]} -> {self.devices[1]})")
+        parts += [f"{self.count(Assessment.NEW)} new", f"{env} environment fact(s) differ"]
+        return f"{self.other} vs {self.baseline}: " + ", ".join(parts)
 
     @property
     def regressions(self) -> list[Change]:
@@ -123,7 +165,8 @@ class Comparison:
         return [c for c in self.regressions if c.kind in (ChangeKind.VERDICT, ChangeKind.STATUS)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "other": self.other, "changes": [c.to_json() for c in self.changes]}
+        return {"baseline": self.baseline, "other": self.other, "devices": list(self.devices),
+                "device_differs": self.device_differs, "changes": [c.to_json() for c in self.changes]}
 
 
 def load_run(path: str | Path) -> Run:
@@ -161,6 +204,14 @@ def environment_facts(env: dict[str, Any]) -> dict[str, Any]:
     for k, v in (env.get("env") or {}).items():
         facts[f"env:{k}"] = v
     return facts
+
+
+def device_of(env: dict[str, Any]) -> str:
+    """``NVIDIA H200 (sm 9.0)``, or ``none`` for a run without a GPU."""
+    facts = environment_facts(env)
+    if facts["gpu"] == "none":
+        return "none"
+    return f"{facts['gpu']} (sm {facts['compute_capability']})" if facts["compute_capability"] else str(facts["gpu"])
 
 
 def _version(text: Any) -> Version | None:
@@ -257,7 +308,7 @@ def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05, skip_pending: bool = 
     """
     if not (isinstance(min_rel, (int, float)) and math.isfinite(min_rel) and min_rel >= 0):
         raise ValueError(f"min_rel: expected a finite number >= 0, got {min_rel!r}")
-    cmp = Comparison(baseline=a.label, other=b.label)
+    cmp = Comparison(baseline=a.label, other=b.label, devices=(device_of(a.environment), device_of(b.environment)))
     fa, fb = environment_facts(a.environment), environment_facts(b.environment)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key) != fb.get(key):
@@ -277,10 +328,14 @@ def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05, skip_pending: bool = 
         ra, rb = a.results.get(nb, {}), b.results.get(nb, {})
         va, vb = _section(ra, "verdicts"), _section(rb, "verdicts")
         for key in sorted(set(va) | set(vb)):
-            if va.get(key) != vb.get(key):
-                cmp.changes.append(Change(ChangeKind.VERDICT, nb, key, va.get(key), vb.get(key),
-                                          _verdict_assessment(va.get(key), vb.get(key)),
-                                          "" if key in vb else "verdict missing"))
+            before, after = va.get(key), vb.get(key)
+            if before != after:
+                one_sided = {before, after} & {None, SKIPPED}
+                if cmp.device_differs and one_sided:
+                    assess, detail = Assessment.NOT_COMPARABLE, DEVICE_DIFFERS
+                else:
+                    assess, detail = _verdict_assessment(before, after), "" if key in vb else "verdict missing"
+                cmp.changes.append(Change(ChangeKind.VERDICT, nb, key, before, after, assess, detail))
         ca, cb = _section(ra, "compile_matrix"), _section(rb, "compile_matrix")
         for key in sorted(set(ca) | set(cb)):
             if ca.get(key) != cb.get(key):
@@ -290,7 +345,12 @@ def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05, skip_pending: bool = 
                                           "" if key in cb else "cell missing"))
         ba, bb = _section(ra, "bench"), _section(rb, "bench")
         for key in sorted(set(ba) | set(bb)):
-            if key not in ba:
+            if cmp.device_differs and (key not in ba or key not in bb or math.isfinite(float(bb[key]["value"]))):
+                x, y = ba.get(key, {}).get("value"), bb.get(key, {}).get("value")
+                if x is not None and y is not None and x == y:
+                    continue
+                cmp.changes.append(Change(ChangeKind.BENCH, nb, key, x, y, Assessment.NOT_COMPARABLE, DEVICE_DIFFERS))
+            elif key not in ba:
                 cmp.changes.append(Change(ChangeKind.BENCH, nb, key, None, bb[key]["value"], Assessment.NEW))
             elif key not in bb:
                 cmp.changes.append(Change(ChangeKind.BENCH, nb, key, ba[key]["value"], None,
@@ -327,6 +387,75 @@ def timeline(paths: list[str | Path]) -> list[dict[str, Any]]:
                 rows.append({**base, "notebook": nb, "kind": "bench", "key": key, "value": v["value"],
                              "unit": v.get("unit"), "spread": v.get("spread")})
     return rows
+
+
+#: bench figure ids ``metric:contender:mode:T<tokens>`` (notebook 04), e.g. ``moe_us:triton-w4a16:graph:T1``
+BENCH_KEY = re.compile(r"^(?P<metric>[^:]+):(?P<contender>[^:]+):(?P<mode>[^:]+):T(?P<tokens>\d+)$")
+
+
+def bench_rows(paths: list[str | Path]) -> list[dict[str, Any]]:
+    """Bench figures of the runs whose id parses as :data:`BENCH_KEY`, one row per run and figure:
+    ``run, metric, contender, mode, tokens, value, unit, spread``."""
+    rows = []
+    for r in timeline(paths):
+        m = BENCH_KEY.match(str(r["key"])) if r["kind"] == "bench" else None
+        if m is not None:
+            rows.append({"run": r["run"], "metric": m["metric"], "contender": m["contender"], "mode": m["mode"],
+                         "tokens": int(m["tokens"]), "value": r["value"], "unit": r.get("unit") or "",
+                         "spread": r.get("spread")})
+    return rows
+
+
+def plot_bench_runs(paths: list[str | Path], max_panels: int = 9):
+    """Runs side by side: one panel per metric and contender (``moe_us`` of ``triton-w4a16 graph``...),
+    x the token count T, one bar per run at each T, error bars the recorded repeat spread.
+
+    Args:
+        paths: run folders, in legend order.
+        max_panels: most panels drawn (the first by metric and contender name).
+
+    Returns:
+        ``(figure, runs without bench figures)``; the figure is ``None`` when no run has any.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = bench_rows(paths)
+    labels = [Path(p).name for p in paths]
+    measured = [lab for lab in labels if any(r["run"] == lab for r in rows)]
+    missing = [lab for lab in labels if lab not in measured]
+    if not rows:
+        return None, missing
+    panels = sorted({(r["metric"], r["contender"], r["mode"]) for r in rows})[:max_panels]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.2 * nrows + 0.6), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    width = 0.8 / len(measured)
+    for ax, (metric, contender, mode) in zip(axes.flat, panels):
+        mine = [r for r in rows if (r["metric"], r["contender"], r["mode"]) == (metric, contender, mode)]
+        tokens = sorted({r["tokens"] for r in mine})
+        for i, run in enumerate(measured):
+            got = {r["tokens"]: r for r in mine if r["run"] == run}
+            xs = [j + (i - (len(measured) - 1) / 2) * width for j, t in enumerate(tokens) if t in got]
+            vals = [got[t]["value"] for t in tokens if t in got]
+            errs = [got[t]["value"] * (got[t]["spread"] or 0) / 2 for t in tokens if t in got]
+            ax.bar(xs, vals, width, yerr=errs, capsize=2, color=colours[i % len(colours)], label=run)
+        ax.set_xticks(range(len(tokens)), [str(t) for t in tokens])
+        ax.set_xlabel("tokens T")
+        unit = next((r["unit"] for r in mine if r["unit"]), "")
+        ax.set_ylabel(f"{metric.removesuffix('_' + unit)} time ({unit})" if unit else metric)
+        values = [r["value"] for r in mine if r["value"] > 0]
+        if values and max(values) > 10 * min(values):
+            ax.set_yscale("log")
+        ax.set_title(f"{metric}: {contender} ({mode})", fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=8, frameon=False)
+    fig.suptitle("bench figures per run, side by side (lower is faster; error bars: recorded repeat spread)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.08 if len(names) <= 3 else 0.14, 1, 1))
+    return fig, missing
 
 
 def run_overview(paths: list[str | Path], in_progress: str | Path | None = None) -> list[dict[str, Any]]:

@@ -24,11 +24,11 @@ from matplotlib.patches import Patch
 from sm120lab import answer, results
 from sm120lab.answer import Answer, Status
 from sm120lab.compare import (
+    Assessment,
     against_recorded,
     compare_many,
     current_run_dir,
-    environment_facts,
-    load_run,
+    plot_bench_runs,
     recorded_runs,
     run_overview,
     timeline,
@@ -63,25 +63,18 @@ else:
     comparisons = compare_many(folders, min_rel=min_rel) if len(folders) >= 2 else []
 
 
-def gpu_of(label):
-    folder = next((f for f in folders if Path(f).name == label), None)
-    return environment_facts(load_run(folder).environment).get("gpu") if folder is not None else None
-
-
 box = []
 for c in comparisons:
-    before, after = gpu_of(c.baseline), gpu_of(c.other)
     corr, regs = c.correctness_regressions, c.regressions
-    fixes = [ch for ch in c.changes if ch.assessment.value in ("fix", "improvement")]
-    same_machine = before == after
-    status = Status.ok if not regs else (Status.bad if same_machine else Status.warn)
+    fixes = c.count(Assessment.FIX, Assessment.IMPROVEMENT)
     other = "this run" if this_run is not None and c.other == this_run.name else c.other
-    box.append(Answer(f"{other} vs {c.baseline}",
-                      f"{len(corr)} correctness regression(s), {len(regs) - len(corr)} other regression(s), "
-                      f"{len(fixes)} fix(es)/improvement(s)", status,
-                      f"GPU {before or 'none'} -> {after or 'none'}" + (
-                          "" if same_machine or not regs else ": different machines, so checks only the other "
-                          "GPU can run count as lost here")))
+    value = f"{len(corr)} correctness regression(s), {len(regs) - len(corr)} other, {fixes} fix(es)/improvement(s)"
+    if c.device_differs:
+        value += f", {len(c.not_comparable)} not comparable (device differs)"
+    box.append(Answer(f"{other} vs {c.baseline}", value, Status.bad if regs else Status.ok,
+                      f"device {c.devices[0]} -> {c.devices[1]}" + (
+                          ": checks that ran on one device only, and timings, are not comparable"
+                          if c.device_differs else "")))
 if not comparisons:
     box.append(Answer("runs compared", "not run", Status.not_run,
                       f"{len(folders)} run folder(s) found for {mode}: record runs with `sm120lab run`"))
@@ -101,7 +94,8 @@ display(pd.DataFrame(run_overview(folders, in_progress=current_run_dir())) if fo
 # `regression` on a verdict means correctness evidence was lost: a backend that was `correct`
 # is now worse, errored, was skipped, or its verdict is missing, or a notebook failed. Bench
 # figures are only called regressions or improvements outside their noise band (the larger
-# recorded repeat spread, at least `min_rel`).
+# recorded repeat spread, at least `min_rel`). Between runs on different devices (a CPU-only run
+# against a GPU run) a check that ran on one side only, and every timing, is `not comparable`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -109,13 +103,20 @@ diff = pd.DataFrame([{"baseline": c.baseline[:28], "other": c.other[:28], "kind"
                       "notebook": ch.notebook, "key": ch.key, "before": ch.before, "after": ch.after,
                       "assessment": ch.assessment.value}
                      for c in comparisons for ch in c.changes if ch.kind.value != "environment"])
+for c in comparisons:
+    print(c.summary_line())
 if diff.empty:
     print("no differences beyond the environment" if comparisons else "nothing to compare")
 else:
     print(diff.groupby(["other", "kind", "assessment"]).size().rename("changes").to_string())
-    notable = diff[diff["assessment"] != "within-noise"].sort_values("assessment", key=lambda s: s != "regression")
-    print(f"\nthe first {min(20, len(notable))} of {len(notable)} changes beyond noise, regressions first:")
-    print(notable.drop(columns=["baseline"]).head(20).to_string(index=False))
+    notable = diff[~diff["assessment"].isin(["within-noise", "not comparable"])].sort_values(
+        "assessment", key=lambda s: s != "regression")
+    if len(notable):
+        print(f"\nthe first {min(20, len(notable))} of {len(notable)} comparable changes beyond noise, "
+              "regressions first:")
+        print(notable.drop(columns=["baseline"]).head(20).to_string(index=False))
+    else:
+        print("\nno comparable change beyond noise")
 
 # %% [markdown]
 # ## Verdicts across runs
@@ -150,28 +151,23 @@ else:
 
 # %% [markdown]
 # ## Benchmark figures across runs
+#
+# One panel per timing and contender (notebook 04's `moe_us`, `w13_us`, `sort_us`), the runs side by
+# side at each token count T. Timings from different GPUs show what each machine does; they are
+# never called regressions of one another.
 
 # %%
-if len(rows) and (rows["kind"] == "bench").any():
-    b = rows[rows["kind"] == "bench"]
-    keys = sorted(b["key"].unique())[:12]
-    fig, ax = plt.subplots(figsize=(11, 3.8))
-    for key in keys:
-        s = b[b["key"] == key]
-        ax.errorbar(s["run"].str[:24], s["value"], yerr=s["value"] * s["spread"].fillna(0) / 2, marker="o", label=key,
-                    capsize=3)
-    ax.set_yscale("log")
-    ax.set_xlabel("run")
-    ax.set_ylabel(f"value ({', '.join(sorted(set(b['unit'].dropna())))}; log axis)")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title("bench figures per run (error bars: recorded repeat spread)")
-    plt.tight_layout()
-    plt.show()
-else:
+fig, no_bench = plot_bench_runs(folders)
+if fig is None:
     print("no bench figures recorded in these runs")
+else:
+    plt.show()
+if no_bench:
+    print("runs without bench figures (no GPU, or notebook 04 measured nothing):", ", ".join(no_bench))
 
 # %%
 _ = results.record("06_compare_runs", {
     "mode": mode, "runs": [Path(r).name for r in folders],
     "correctness_regressions": {c.baseline: len(c.correctness_regressions) for c in comparisons},
+    "not_comparable": {c.baseline: len(c.not_comparable) for c in comparisons},
 })
