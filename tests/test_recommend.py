@@ -172,9 +172,12 @@ def test_ceiling_value_follows_the_setup():
                     batch=users)
         assert item.value.startswith(f"{c.per_user_tok_s:.0f} tok/s per user at {users} user")
         assert f"TP{tp} PP{pp}" in item.value
-    # the seed's model does not fit 4x 32 GB, and the guide says so
-    item = next(it for it in recommend.guide("rtx-5090") if it.id == "ceiling")
-    assert "does NOT fit" in item.value
+    # the seed's model does not fit 4x 32 GB: the guide refuses to advise as if it ran
+    with pytest.raises(ValueError, match=r"^setup: .*does NOT fit"):
+        recommend.guide("rtx-5090", model="qwen3.5-397b-a17b", tp=2, pp=2)
+    # every GPU's default setup fits
+    for gpu in recommend.GPU:
+        assert recommend.fit(gpu, recommend.resolve_setup(gpu)).fits
 
 
 def test_kernel_time_item_quotes_the_bench_file():

@@ -15,11 +15,13 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("roofline", help="decode ceiling tok/s (memory vs compute floor, TP/PP)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="qwen3.5-397b-a17b", help="preset name (sm120lab.roofline.PRESETS)")
+    p.add_argument("--model", default=None, help="preset name (sm120lab.roofline.PRESETS); default: the GPU's "
+                   "default setup, shared with `sm120lab recommend`")
     p.add_argument("--gpu", default="rtx-pro-6000", help="a gpu of data/hardware.csv")
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--batch", type=int, nargs="+", default=[1], help="concurrent sequences")
+    p.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default: the GPU's default setup)")
+    p.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (default: the GPU's default setup)")
+    p.add_argument("--batch", type=int, nargs="+", default=None,
+                   help="concurrent sequences (default: the default setup's users)")
     p.add_argument("--context", type=int, default=2048, help="past tokens per sequence")
     p.add_argument("--format", default="nvfp4", help="expert weight format: nvfp4 | mxfp4 | fp8 | bf16")
     p.add_argument("--plan", default="linear-quantized", help="precision plan: linear-quantized | experts-only")
@@ -37,8 +39,20 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise SystemExit(f"--{name}: {exc}") from None
 
-    model = arg("model", lambda: get_model(args.model))
+    from ..recommend.setup import GPU, resolve_setup
+
     gpu = arg("gpu", lambda: get_gpu(args.gpu))
+    # One default for `recommend` and `roofline`: the SM12x GPU's default setup; other GPUs
+    # (h200, b200) take the seed's setup. Explicit arguments override it.
+    known = args.gpu in {g.value for g in GPU}
+    try:
+        setup = resolve_setup(args.gpu if known else "rtx-pro-6000", model=args.model, tp=args.tp, pp=args.pp)
+    except ValueError as exc:
+        raise SystemExit(f"--{exc}") from None
+    args.model, args.tp, args.pp = setup.model, setup.tp, setup.pp
+    if args.batch is None:
+        args.batch = [setup.users]
+    model = arg("model", lambda: get_model(args.model))
     arg("plan", lambda: precision_plan(args.plan, "nvfp4"))
     plan = arg("format", lambda: precision_plan(args.plan, args.format))
     for name in ("tp", "pp", "context"):

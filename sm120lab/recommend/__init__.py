@@ -12,23 +12,21 @@
 """
 
 from .core import (
-                   GPU,
-                   UNVERIFIED,
-                   Evidence,
-                   Item,
-                   RunFolder,
-                   Setup,
-                   Topic,
-                   coverage,
-                   evidence_of,
-                   guide,
-                   load_rules,
-    resolve_setup,
-                   section,
-                   sm120_runs,
-                   to_json,
+    UNVERIFIED,
+    Evidence,
+    Item,
+    RunFolder,
+    Topic,
+    coverage,
+    evidence_of,
+    guide,
+    load_rules,
+    section,
+    sm120_runs,
+    to_json,
 )
 from .render import show, to_markdown
+from .setup import GPU, Fit, Setup, fit, resolve_setup
 
-__all__ = ["Evidence", "GPU", "Item", "RunFolder", "Setup", "Topic", "UNVERIFIED", "coverage", "evidence_of",
+__all__ = ["Evidence", "Fit", "GPU", "Item", "RunFolder", "Setup", "Topic", "UNVERIFIED", "coverage", "evidence_of", "fit",
            "guide", "load_rules", "resolve_setup", "section", "show", "sm120_runs", "to_json", "to_markdown"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import data_dir, repo_root
+from .setup import GPU, parse_gpu, resolve_setup
 
 UNVERIFIED = "unverified on SM120 hardware"
 
@@ -53,12 +54,6 @@ class Topic(str, Enum):
     VERIFY = "verify"
 
 
-class GPU(str, Enum):
-    RTX_PRO_6000 = "rtx-pro-6000"
-    RTX_5090 = "rtx-5090"
-    DGX_SPARK = "dgx-spark"
-
-
 # What CPU-produced files under a folder are (checked in order; first prefix that matches).
 CPU_KINDS: tuple[tuple[str, Evidence], ...] = (
     ("data/archflags/", Evidence.COMPILE),
@@ -69,21 +64,6 @@ CPU_KINDS: tuple[tuple[str, Evidence], ...] = (
     ("sm120lab/kernels/mma_block_scale_emulation.py", Evidence.EMULATION),
 )
 RULES_PATH = "data/recommendations.yaml"
-
-
-@dataclass(frozen=True)
-class Setup:
-    """The user's configuration: model preset (sm120lab.roofline.PRESETS), TP x PP GPUs, users."""
-
-    model: str = "qwen3.5-397b-a17b"
-    tp: int = 2
-    pp: int = 2
-    users: int = 1
-    context: int = 2048
-
-    @property
-    def n_gpus(self) -> int:
-        return self.tp * self.pp
 
 
 @dataclass
@@ -319,12 +299,10 @@ def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, 
     """
     from .facts import compute_value, facts, here_notes
 
-    try:
-        g = GPU(gpu)
-    except ValueError:
-        raise ValueError(f"gpu: expected one of {', '.join(x.value for x in GPU)}, got {gpu!r}") from None
+    g = parse_gpu(gpu)
     rules = load_rules(rules_path)
     setup = resolve_setup(g, rules, model=model, tp=tp, pp=pp, users=users)
+    require_fit(g, setup)
     runs = sm120_runs(runs_root)
     known = facts()
     notes = here_notes(machine, g) if machine else {}
@@ -355,25 +333,19 @@ def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, 
     return items
 
 
-def resolve_setup(gpu: str | GPU, rules: dict | None = None, *, model: str | None = None, tp: int | None = None,
-                  pp: int | None = None, users: int | None = None) -> Setup:
-    """The setup the guide uses: the rules' ``setup`` (the seed's), the GPU's ``per_gpu_setup``
-    on top, then the given arguments.
+def require_fit(gpu: GPU, setup) -> None:
+    """Refuse a setup that does not fit the GPU's memory: no item may advise as if it ran.
 
     Raises:
-        ValueError: TP, PP or users not a positive integer.
+        ValueError: ``setup: ...`` naming what is held and what is usable, and what to change.
     """
-    rules = rules if rules is not None else load_rules()
-    g = GPU(gpu)
-    s = dict(rules.get("setup") or {})
-    s.update((rules.get("per_gpu_setup") or {}).get(g.value, {}))
-    for name, v in (("model", model), ("tp", tp), ("pp", pp), ("users", users)):
-        if v is not None:
-            s[name] = v
-    for name in ("tp", "pp", "users"):
-        if not isinstance(s.get(name), int) or isinstance(s.get(name), bool) or s[name] < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {s.get(name)!r}")
-    return Setup(**{k: s[k] for k in ("model", "tp", "pp", "users", "context") if k in s})
+    from .setup import fit
+
+    f = fit(gpu, setup)
+    if not f.fits:
+        raise ValueError(f"setup: {setup.model} on {setup.n_gpus}x {gpu.value} (TP{setup.tp} PP{setup.pp}, "
+                         f"{setup.users} user(s), max model length {setup.max_model_len}) {f.describe()}; "
+                         "add GPUs with --tp/--pp, or pick a smaller --model")
 
 
 def section(items: list[Item], topic: str | Topic | list) -> list[Item]:

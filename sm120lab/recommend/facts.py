@@ -287,6 +287,20 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
     }
 
 
+def checkpoint_of(model: str) -> str:
+    """The checkpoint ``vllm serve`` loads for a model preset (rules ``checkpoints``).
+
+    Raises:
+        ValueError: a preset without a checkpoint (``model: ...``).
+    """
+    from .core import load_rules
+
+    ck = (load_rules().get("checkpoints") or {}).get(model)
+    if not ck:
+        raise ValueError(f"model: no checkpoint recorded for {model!r} in data/recommendations.yaml (checkpoints)")
+    return str(ck)
+
+
 def compute_value(kind: str, gpu, setup, source: str) -> tuple[str, str]:
     """``(value, extra why)`` of a computed rule (``compute: ceiling | kernel_time``)."""
     g = getattr(gpu, "value", gpu)

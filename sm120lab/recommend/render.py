@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import textwrap
 
 from .core import Evidence, Item
 
@@ -67,27 +68,42 @@ def to_html(items: list[Item]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def show(items: list[Item], *, title: str | None = None, console=None) -> None:
-    """Display ``items``: an HTML table in a Jupyter notebook, a rich table in a terminal."""
+def to_text(items: list[Item], width: int = 80) -> str:
+    """The items as cards for a terminal of ``width`` columns: text wraps at spaces only, so no value
+    is ever cut or split mid-word (a word longer than the line overflows it; the terminal wraps)."""
+    width = max(40, int(width))
+
+    def field(label: str, text: str) -> str:
+        pad = f"  {label:<9} "
+        return textwrap.fill(text or "-", width, initial_indent=pad, subsequent_indent=" " * len(pad),
+                             break_long_words=False, break_on_hyphens=False)
+
+    out = []
+    for it in items:
+        out.append(textwrap.fill(f"[{it.topic.value}] {it.setting}", width, break_long_words=False,
+                                 break_on_hyphens=False))
+        out.append(field("value:", it.value))
+        if it.here:
+            out.append(field("here:", it.here))
+        out.append(field("evidence:", f"{it.evidence.value}; source: {it.source}"))
+        out.append(field("why:", it.why))
+        out.append("")
+    return "\n".join(out)
+
+
+def show(items: list[Item], *, title: str | None = None, console=None, width: int | None = None) -> None:
+    """Display ``items``: an HTML table in a Jupyter notebook, wrapped cards in a terminal (no value
+    is cut at any width)."""
     if console is None and _in_notebook():
         from IPython.display import HTML, display
 
         display(HTML((f"<h4>{html.escape(title)}</h4>" if title else "") + to_html(items)))
         return
-    from rich.console import Console
-    from rich.table import Table
+    import shutil
 
-    with_here = any(it.here for it in items)
-    table = Table(title=title, show_lines=True, expand=True)
-    table.add_column("setting", style="bold", ratio=2)
-    table.add_column("value", ratio=3)
-    if with_here:
-        table.add_column("this machine", ratio=2)
-    table.add_column("evidence", min_width=14, no_wrap=True)
-    table.add_column("source", ratio=2, overflow="fold")
-    table.add_column("why", ratio=5)
-    for it in items:
-        cells = [it.setting, it.value] + ([it.here] if with_here else []) + [
-            f"[{_STYLE[it.evidence]}]{it.evidence.value}[/]", it.source, it.why]
-        table.add_row(*cells)
-    (console or Console()).print(table)
+    w = width or shutil.get_terminal_size((100, 24)).columns
+    text = (textwrap.fill(title, w, break_long_words=False) + "\n\n" if title else "") + to_text(items, w)
+    if console is not None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        print(text)

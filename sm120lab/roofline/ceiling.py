@@ -85,6 +85,13 @@ def _check_parallel(tp: int, pp: int, model: ModelConfig) -> None:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if pp > model.n_layers:
         raise ValueError(f"pp={pp} exceeds the model's {model.n_layers} layers")
+    # vLLM shards attention heads across TP ranks and requires the head counts to divide evenly
+    # (query heads; linear-attention heads likewise); KV heads replicate past n_kv_heads.
+    for what, heads in (("attention heads", model.n_q_heads), ("linear-attention value heads", model.linear_v_heads),
+                        ("linear-attention key heads", model.linear_qk_heads)):
+        if heads and (tp > heads or heads % tp):
+            raise ValueError(f"tp={tp} does not divide the model's {heads} {what} (tensor parallelism shards "
+                             f"heads evenly; use a divisor of {heads})")
 
 
 def resident_weight_bytes(model: ModelConfig, precision: Precision) -> float:

@@ -1,7 +1,7 @@
 """Published tok/s figures (``data/published/*.csv``), one row per reported number.
 
 Columns: source, source_url, date, hardware, gpu, n_gpus, tp, pp, model, checkpoint, backend,
-moe_kernel, cuda, concurrency, tok_s_low, tok_s_high, tok_s_basis ('per_user' | 'aggregate'),
+vllm_moe_backend (the ``--moe-backend`` choice the reported backend is, empty when unstated), moe_kernel, cuda, concurrency, tok_s_low, tok_s_high, tok_s_basis ('per_user' | 'aggregate'),
 correct_output ('yes' | 'no' | 'unknown'), notes. A reported range "46-49" is kept as low/high;
 ``tok_s`` (added on load) is their midpoint, empty where the run produced no usable output.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from sm120lab.paths import data_dir
 
 COLUMNS = ("source", "source_url", "date", "hardware", "gpu", "n_gpus", "tp", "pp", "model",
-           "checkpoint", "backend", "moe_kernel", "cuda", "concurrency", "tok_s_low", "tok_s_high",
+           "checkpoint", "backend", "vllm_moe_backend", "moe_kernel", "cuda", "concurrency", "tok_s_low", "tok_s_high",
            "tok_s_basis", "correct_output", "notes")
 
 
@@ -28,7 +28,8 @@ def load_published(directory: str | Path | None = None):
         raise FileNotFoundError(f"no published CSV files under {directory}")
     frames = []
     for f in files:
-        df = pd.read_csv(f, dtype={"cuda": str, "date": str})
+        df = pd.read_csv(f, dtype={"cuda": str, "date": str, "vllm_moe_backend": str}, keep_default_na=False,
+                         na_values={"tok_s_low": [""], "tok_s_high": [""]})
         missing = [c for c in COLUMNS if c not in df.columns]
         if missing:
             raise ValueError(f"{f}: missing columns {missing}")

@@ -1,0 +1,368 @@
+"""The do-this block: one block to copy for a GPU, a setup and a vLLM release.
+
+Every value in it is read from recorded data, never typed in:
+
+- versions: the chosen vLLM release (default: the newest recorded, :mod:`sm120lab.upstream`) and the
+  FlashInfer and torch releases its wheel pins exactly (``Requires-Dist``), so the install line
+  is a set pip accepts (``upstream.check_install`` proves it offline on the recorded metadata);
+- the MoE backend: among the ``--moe-backend`` choices the release offers whose own support check
+  does not reject capability 12.x, the one with the fastest published per-user decode rate that
+  came with correct output on the same SM (``data/published/tok_s.csv``, concurrency nearest to
+  the setup's users, the same GPU preferred);
+- ``vllm serve``: the checkpoint, TP/PP, that backend, the KV-cache dtype and the max model length,
+  each flag checked against the release's recorded ``serve_flags`` (a flag the release lacks is
+  left out and the block says so);
+- exports: only variables the pinned FlashInfer reads (its recorded ``env_vars``), with the value its
+  own arch-list logic picks for this GPU on CUDA 13.0;
+- patch: only when the chosen backend runs the FlashInfer CUTLASS kernels that overflow SM120's
+  shared memory;
+- verify: ``sm120lab check`` on the setup's model shape with the adapters of the chosen backend;
+- expect: the published numbers for the same setup with their source, and the decode ceiling.
+
+Unverified on SM120 hardware until an archived SM120 run says otherwise.
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+import textwrap
+from dataclasses import dataclass, field
+
+from .setup import GPU, Fit, Setup, fit, parse_gpu
+
+CUDA_KNOWN_GOOD = "13.0"
+
+# sm120lab check adapters that exercise each --moe-backend choice (sm120lab.moe.backends).
+CHECK_ADAPTERS: dict[str, tuple[str, ...]] = {
+    "marlin": ("vllm-marlin",),
+    "cutlass": ("vllm-cutlass-fp4",),
+    "flashinfer_cutlass": ("flashinfer-cutlass",),
+    "flashinfer_b12x": ("flashinfer-b12x", "flashinfer-sm12x-w4a4"),
+    "b12x": (),
+    "flashinfer_cutedsl": ("flashinfer-sm12x-w4a4",),
+    "flashinfer_trtllm": (),
+    "triton": ("triton-w4a16",),
+}
+# Backends that run FlashInfer's CUTLASS SM120 grouped GEMMs (the stage-count overflow).
+STAGE_COUNT_BACKENDS = ("flashinfer_cutlass",)
+STAGE_COUNT_PATCH = "fi-sm120-moe-stage-count"
+
+
+@dataclass
+class Export:
+    name: str
+    value: str
+    why: str
+    read_by: str  # the package whose recorded env vars hold the name
+
+
+@dataclass
+class Expectation:
+    what: str
+    value: str
+    source: str
+
+
+@dataclass
+class DoThis:
+    """One block to copy (module docstring). ``problems`` lists anything the block could not
+    satisfy (empty when every flag, variable and pin checked out)."""
+
+    gpu: str
+    product: str
+    setup: Setup
+    fit: Fit
+    vllm: str
+    flashinfer: str
+    torch: str
+    cuda: str
+    install: str
+    exports: list[Export]
+    serve: list[str]
+    moe_backend: str
+    moe_backend_why: str
+    patch: str
+    patch_why: str
+    verify: str
+    expect: list[Expectation]
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def serve_line(self) -> str:
+        return shlex.join(self.serve)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """``(label, text)`` in reading order; commands are whole lines (copy them as they are)."""
+        out = [("install", self.install)]
+        out += [("export", f"export {e.name}={shlex.quote(e.value)}") for e in self.exports]
+        out.append(("serve", self.serve_line))
+        out.append(("patch", self.patch))
+        out.append(("verify", self.verify))
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "gpu": self.gpu, "product": self.product, "setup": self.setup.to_dict(),
+            "fit": {"fits": self.fit.fits, "held_GB": round(self.fit.held_GB, 2),
+                    "usable_GB": round(self.fit.usable_GB, 2), "text": self.fit.describe()},
+            "versions": {"vllm": self.vllm, "flashinfer-python": self.flashinfer, "torch": self.torch,
+                         "cuda": self.cuda},
+            "install": self.install,
+            "exports": [{"name": e.name, "value": e.value, "why": e.why, "read_by": e.read_by} for e in self.exports],
+            "serve": self.serve, "serve_line": self.serve_line,
+            "moe_backend": self.moe_backend, "moe_backend_why": self.moe_backend_why,
+            "patch": self.patch, "patch_why": self.patch_why, "verify": self.verify,
+            "expect": [{"what": x.what, "value": x.value, "source": x.source} for x in self.expect],
+            "notes": self.notes, "problems": self.problems,
+        }
+
+    def title(self) -> str:
+        s = self.setup
+        return (f"Do this: {s.n_gpus}x {self.product}, {s.model}, TP{s.tp} PP{s.pp}, {s.users} user(s), "
+                f"vLLM {self.vllm}")
+
+    def to_text(self, width: int = 80) -> str:
+        """Plain text for a terminal of ``width`` columns. Commands stay on one line each (a
+        terminal wraps them visually; copying gives the whole command); prose wraps at spaces and
+        never splits a word."""
+        width = max(40, int(width))
+        wrap = lambda text, indent="  ": textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent,
+                                                       break_long_words=False, break_on_hyphens=False)
+        out = [wrap(self.title(), ""), ""]
+        out.append("# install (one set that installs together)")
+        out.append(self.install)
+        out.append("# exports")
+        out += [f"export {e.name}={shlex.quote(e.value)}" for e in self.exports] or ["# (none needed)"]
+        out.append("# serve")
+        out.append(self.serve_line)
+        out.append("# patch")
+        out.append(self.patch)
+        out.append("# verify on your GPU (exit 1 on garbage)")
+        out.append(self.verify)
+        out.append("")
+        out.append("Why:")
+        out.append(wrap(f"backend: {self.moe_backend_why}"))
+        for e in self.exports:
+            out.append(wrap(f"{e.name}: {e.why}"))
+        out.append(wrap(f"patch: {self.patch_why}"))
+        out.append(wrap(f"memory: {self.fit.describe()}"))
+        out.append("What to expect:")
+        for x in self.expect:
+            out.append(wrap(f"{x.what}: {x.value} ({x.source})"))
+        for n in self.notes + [f"PROBLEM: {p}" for p in self.problems]:
+            out.append(wrap(n))
+        return "\n".join(out)
+
+    def to_markdown(self) -> str:
+        cmds = [self.install] + [f"export {e.name}={shlex.quote(e.value)}" for e in self.exports] + [
+            self.serve_line, self.patch, self.verify]
+        out = [f"**{self.title()}**", "", "```bash", *cmds, "```", "",
+               f"- **backend**: {self.moe_backend_why}"]
+        out += [f"- **{e.name}**: {e.why}" for e in self.exports]
+        out += [f"- **patch**: {self.patch_why}", f"- **memory**: {self.fit.describe()}"]
+        out += [f"- **expect, {x.what}**: {x.value} ({x.source})" for x in self.expect]
+        out += [f"- {n}" for n in self.notes]
+        out += [f"- **PROBLEM**: {p}" for p in self.problems]
+        return "\n".join(out)
+
+    def to_html(self) -> str:
+        """Safe HTML (every value escaped): a ``<pre>`` to copy, then the reasons."""
+        e = html.escape
+        cmds = [self.install] + [f"export {x.name}={shlex.quote(x.value)}" for x in self.exports] + [
+            self.serve_line, self.patch, self.verify]
+        why = [f"<li><b>backend</b>: {e(self.moe_backend_why)}</li>"]
+        why += [f"<li><b>{e(x.name)}</b>: {e(x.why)}</li>" for x in self.exports]
+        why += [f"<li><b>patch</b>: {e(self.patch_why)}</li>", f"<li><b>memory</b>: {e(self.fit.describe())}</li>"]
+        why += [f"<li><b>expect, {e(x.what)}</b>: {e(x.value)} ({_link(x.source)})</li>" for x in self.expect]
+        why += [f"<li>{e(n)}</li>" for n in self.notes]
+        why += [f"<li><b>PROBLEM</b>: {e(p)}</li>" for p in self.problems]
+        return (f"<div class='do-this'><h2>{e(self.title())}</h2>"
+                f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>{e(chr(10).join(cmds))}</pre>"
+                f"<ul>{''.join(why)}</ul></div>")
+
+
+def _link(source: str) -> str:
+    s = html.escape(source)
+    return f"<a href='{s}'>{s}</a>" if source.startswith(("https://", "http://")) else s
+
+
+# ----------------------------------------------------------------------------------------------
+# choices
+
+
+def _same_sm(gpu: GPU) -> tuple[str, ...]:
+    """GPUs whose published numbers speak for ``gpu``: the GPU itself first, then those of the same SM."""
+    return (gpu.value, "rtx-pro-6000", "rtx-5090") if gpu is not GPU.DGX_SPARK else (gpu.value,)
+
+
+def published_rows(gpu: GPU) -> list[dict]:
+    """Published rows (data/published/tok_s.csv) for ``gpu``'s SM, with ``per_user_tok_s``."""
+    from ..roofline.published import load_published
+
+    df = load_published()
+    keep = _same_sm(gpu)
+    rows = df[df["gpu"].isin(keep)].to_dict("records")
+    return [r for r in rows if r["gpu"] in keep]
+
+
+def choose_moe_backend(gpu: GPU, setup: Setup, offered: dict) -> tuple[str, str, list[dict]]:
+    """The MoE backend for the block (module docstring) and the published rows behind it.
+
+    Args:
+        offered: ``name -> MoeBackendFact`` of the chosen vLLM release.
+
+    Returns:
+        ``(name, why, evidence rows)``.
+
+    Raises:
+        ValueError: no offered backend has a correct published result on this SM.
+    """
+    rows = [r for r in published_rows(gpu) if r["correct_output"] == "yes" and r["vllm_moe_backend"]
+            and r["per_user_tok_s"] == r["per_user_tok_s"]]
+    usable = [r for r in rows if r["vllm_moe_backend"] in offered
+              and getattr(offered[r["vllm_moe_backend"]], "sm12x", "unknown") != "rejects"]
+    if not usable:
+        raise ValueError(f"gpu: no --moe-backend offered by this vLLM has a published correct result on {gpu.value}")
+
+    def rank(r):
+        return (r["gpu"] != gpu.value, abs(int(r["concurrency"]) - setup.users), -float(r["per_user_tok_s"]))
+
+    best = min(usable, key=rank)
+    name = best["vllm_moe_backend"]
+    same = [r for r in usable if rank(r)[:2] == rank(best)[:2]]
+    others = sorted({f"{r['vllm_moe_backend']} {r['per_user_tok_s']:.3g}" for r in same if r["vllm_moe_backend"] != name})
+    why = (f"{name}: the fastest published correct result on {best['gpu']} at {best['concurrency']} user(s): "
+           f"{best['per_user_tok_s']:.3g} tok/s per user ({best['backend']}, {best['source']})"
+           + (f"; others there: {', '.join(others)} tok/s per user" if others else "") + ".")
+    return name, why, same
+
+
+def _pinned(rec, dist: str) -> str | None:
+    """The exact version ``rec`` pins ``dist`` to (``==X``), else None."""
+    spec = (rec.pins or {}).get(dist, "")
+    return spec[2:] if spec.startswith("==") and "," not in spec else None
+
+
+def _arch_list_value(fi_rec, gpu: GPU, cuda: str) -> tuple[str | None, str]:
+    """What the FlashInfer record says its own arch-list logic picks for ``gpu`` on ``cuda``."""
+    cap = "12.1" if gpu is GPU.DGX_SPARK else "12.0"
+    for r in getattr(fi_rec, "arch_list", []) or []:
+        if r.capability == cap and r.cuda == cuda and not r.env_arch_list:
+            return r.result, r.case
+    return None, ""
+
+
+def _patch_covers(patch_id: str, flashinfer_version: str) -> bool:
+    """Whether a patch spec for ``flashinfer_version`` holds ``patch_id`` (sm120lab/patches/specs)."""
+    from ..patches.spec import SpecError, load_specs
+
+    try:
+        specs = load_specs("flashinfer-python", flashinfer_version)
+    except SpecError:
+        return False
+    return any(p.id == patch_id for p in specs.patches)
+
+
+def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str | None = None) -> DoThis:
+    """The do-this block for ``gpu`` and ``setup`` with vLLM release ``vllm`` (default: newest recorded).
+
+    Raises:
+        ValueError: an unknown GPU or an unrecorded vLLM release (``vllm: ...``, one line).
+    """
+    from .. import upstream
+    from .facts import ceiling_value, checkpoint_of
+    from .setup import resolve_setup
+
+    g = parse_gpu(gpu)
+    setup = setup or resolve_setup(g)
+    version = vllm or upstream.newest("vllm")
+    try:
+        rec = upstream.load("vllm", version)
+    except ValueError as exc:
+        raise ValueError(f"vllm: {exc}") from None
+    problems: list[str] = []
+    notes: list[str] = []
+    fi_v, torch_v = _pinned(rec, "flashinfer-python"), _pinned(rec, "torch")
+    if fi_v is None:
+        problems.append(f"vLLM {version} pins no exact flashinfer-python ({rec.pins.get('flashinfer-python')!r})")
+    fi_rec = None
+    if fi_v is not None:
+        try:
+            fi_rec = upstream.load("flashinfer-python", fi_v)
+        except ValueError as exc:
+            problems.append(str(exc))
+    offered = {b.name: b for b in rec.moe_backends}
+    if rec.moe_backend_flag and offered:
+        name, why, _rows = choose_moe_backend(g, setup, offered)
+    else:
+        name, why = "auto", (f"vLLM {version} has no --moe-backend flag; it picks the NVFP4 MoE backend itself "
+                             f"in this order: {', '.join(rec.nvfp4_auto_order) or 'not readable'}.")
+    reqs = [f"vllm=={version}"] + ([f"flashinfer-python=={fi_v}"] if fi_v else []) + (
+        [f"torch=={torch_v}"] if torch_v else [])
+    install = "pip install " + " ".join(shlex.quote(r) for r in reqs)
+
+    exports: list[Export] = []
+    arch, case = _arch_list_value(fi_rec, g, CUDA_KNOWN_GOOD) if fi_rec else (None, "")
+    if arch and not arch.startswith("error") and "FLASHINFER_CUDA_ARCH_LIST" in (fi_rec.env_vars or {}):
+        exports.append(Export(
+            "FLASHINFER_CUDA_ARCH_LIST", arch,
+            f"what FlashInfer {fi_v}'s own arch-list logic picks for SM {'12.1' if g is GPU.DGX_SPARK else '12.0'} "
+            f"on CUDA {CUDA_KNOWN_GOOD} ({case}); set explicitly so a stale bare '12.0' (compute_{'121' if g is GPU.DGX_SPARK else '120'}, "
+            "no FP4 MMA) from an older recipe cannot win", "flashinfer-python"))
+
+    ckpt = checkpoint_of(setup.model)
+    serve = ["vllm", "serve", ckpt]
+    wanted = [("--tensor-parallel-size", str(setup.tp)), ("--pipeline-parallel-size", str(setup.pp))]
+    if name != "auto":
+        wanted.append(("--moe-backend", name))
+    wanted += [("--kv-cache-dtype", setup.kv_cache_dtype), ("--max-model-len", str(setup.max_model_len))]
+    for flag, value in wanted:
+        f = rec.serve_flags.get(flag)
+        if f is None:
+            notes.append(f"vLLM {version} has no {flag}; left out.")
+            continue
+        if f.choices is not None and value not in f.choices:
+            problems.append(f"{flag} {value}: not one of vLLM {version}'s choices {f.choices}")
+            continue
+        serve += [flag, value]
+
+    if name in STAGE_COUNT_BACKENDS and fi_v and _patch_covers(STAGE_COUNT_PATCH, fi_v):
+        aot = fi_rec is not None and fi_rec.jit_load_order.aot_before_jit
+        patch = ("pip uninstall -y flashinfer-jit-cache && " if aot else "") + \
+            "sm120lab patch apply --only fi-sm120-moe-stage-count --clear-jit-cache"
+        patch_why = ("FlashInfer's SM120 CUTLASS grouped GEMM picks 3 pipeline stages for two tiles whose shared "
+                     "storage then exceeds 101,376 B; the patch gives them 2 stages (sm120lab cutlass-smem)."
+                     + (f" FlashInfer {fi_v} loads an installed flashinfer-jit-cache module before any JIT build, "
+                        "so a patched source only takes effect without that package." if aot else ""))
+    else:
+        patch = "# none"
+        patch_why = (f"{name} does not run FlashInfer's CUTLASS SM120 grouped GEMMs, whose shared-memory overflow "
+                     "is the one patch that matters; none of the seed report's edits is needed.")
+    adapters = CHECK_ADAPTERS.get(name, ()) or ("triton-w4a16",)
+    verify = (f"sm120lab check --preset {setup.model} --device cuda " + " ".join(f"--backend {a}" for a in adapters))
+
+    expect = []
+    ceiling, _extra = ceiling_value(g.value, setup)
+    for r in published_rows(g):
+        same = (r["gpu"] == g.value and r["model"] == setup.model and int(r["tp"]) == setup.tp
+                and int(r["pp"]) == setup.pp and int(r["concurrency"]) == setup.users
+                and r["vllm_moe_backend"] == name and r["correct_output"] == "yes")
+        if same:
+            lo, hi = r["tok_s_low"], r["tok_s_high"]
+            rng = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+            expect.append(Expectation(f"published, {r['backend']}", f"{rng} tok/s {r['tok_s_basis'].replace('_', ' ')}",
+                                      r["source_url"]))
+    if not expect:
+        expect.append(Expectation("published", f"no published number for {name} at this exact setup",
+                                  "data/published/tok_s.csv"))
+    expect.append(Expectation("decode ceiling", ceiling, "sm120lab roofline"))
+    notes.append("Unverified on SM120 hardware: read from the wheels and public reports, not run on an SM120 GPU.")
+    from .core import load_rules
+
+    product = str(((load_rules().get("gpus") or {}).get(g.value) or {}).get("product", g.value))
+    return DoThis(gpu=g.value, product=product, setup=setup, fit=fit(g, setup), vllm=version,
+                  flashinfer=fi_v or "?", torch=torch_v or "?", cuda=CUDA_KNOWN_GOOD, install=install,
+                  exports=exports, serve=serve, moe_backend=name, moe_backend_why=why, patch=patch,
+                  patch_why=patch_why, verify=verify, expect=expect, notes=notes, problems=problems)
