@@ -92,6 +92,15 @@ def ratio(d):
     return ", ".join(f"T={t}: {v:.2f}x" for t, v in d.items() if v is not None)
 
 
+def where_t(d, ok, yes, no):
+    """'yes at every T' / 'yes at T = a, b; no at T = c' over the measured T; unmeasured T named as such."""
+    groups = {yes: [t for t, v in d.items() if v is not None and ok(v)],
+              no: [t for t, v in d.items() if v is not None and not ok(v)],
+              "not measured": [t for t, v in d.items() if v is None]}
+    parts = [f"{k} at {'every T' if len(ts) == len(d) else 'T = ' + ', '.join(ts)}" for k, ts in groups.items() if ts]
+    return "; ".join(parts) or "nothing measured"
+
+
 gpu = run["env"]["gpu"]["name"]
 box = [
     Answer(f"{'Fragment (tensor-core)' if frag_supported(prob.hidden.device) else 'Decode'} kernel on prepared "
@@ -109,8 +118,7 @@ box = [
            Status.ok if tg["layer_within_1.35x_floor"] else Status.bad, "time / (active experts' NVFP4 bytes / copy BW)"),
     Answer("Faster than torch FP8 grouped GEMM at every T", ratio(tg["speedup_vs_fp8"]),
            Status.ok if tg["faster_than_fp8_every_T"] else Status.warn,
-           "faster at T = " + ", ".join(t for t, v in tg["speedup_vs_fp8"].items() if v and v > 1.0)
-           + "; slower at T = " + (", ".join(t for t, v in tg["speedup_vs_fp8"].items() if not v or v <= 1.0) or "none")),
+           where_t(tg["speedup_vs_fp8"], lambda v: v > 1.0, "faster", "slower")),
     Answer(">= 1.0x torch bf16 grouped GEMM at T=4096",
            f"{tg['speedup_vs_bf16_T4096']:.2f}x" if tg["speedup_vs_bf16_T4096"] else "n/a",
            Status.ok if tg["ge_1.0x_bf16_T4096"] else Status.bad,
