@@ -76,7 +76,7 @@ def plot_expert_bars(result, backends=None):
     if not reps:
         return None
     e = result.problem.config.E
-    fig, ax = plt.subplots(figsize=(max(6, 0.25 * e), 3.2))
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * e), 3.9))  # room for the legend below the axes
     width = 0.8 / len(reps)
     for i, rep in enumerate(reps):
         ax.bar(np.arange(e) + i * width, _clip_top(np.nan_to_num(rep.per_expert, nan=0.0)), width=width,
@@ -87,7 +87,8 @@ def plot_expert_bars(result, backends=None):
     ax.set_yscale("log")
     ax.set_xlabel("expert")
     ax.set_ylabel("per-expert relative error vs reference")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)  # below: no bar hidden
+    fig.tight_layout()
     return fig
 
 

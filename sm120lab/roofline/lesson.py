@@ -190,6 +190,75 @@ def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta:
             "moe_floor_ms_per_micro_batch": t_moe * pp * 1e3}
 
 
+def plot_published(seed, prediction: dict | None = None, *, title: str = "", xlabel: str = "", ax=None,
+                   wrap: int = 14):
+    """Bar chart of the seed's published per-user tok/s (1 and 4 users, p10-p90 whiskers) against the
+    ceiling of each concurrency (dashed), each bar labelled with its share of the ceiling.
+
+    Bar heights: ``tok_s``; labels: ``pct_linear-quantized`` = 100 * tok_s / ceiling. Layout: the
+    legend sits below the axes (never over a bar), tick labels are wrapped to ``wrap`` characters
+    (never overlapping), and the y axis leaves room for the labels above the tallest bar or line.
+
+    Args:
+        seed: :func:`seed_rows` of :func:`published_vs_ceiling`.
+        prediction: ``{users: predict_with_kernel(...)}``; drawn as a hatched last group, labelled a
+            prediction unverified on SM120 hardware. None or empty: no such group.
+        title: axes title.
+        xlabel: x-axis label.
+        ax: the axes to draw into (a new 10 x 4.8 in figure when None).
+        wrap: tick-label width in characters.
+
+    Returns:
+        The figure.
+    """
+    import textwrap
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(10, 4.8))
+    ok = seed[seed["tok_s"].notna()]
+    names = list(dict.fromkeys(ok["backend"]))
+    prediction = prediction or {}
+    width, top = 0.38, 0.0
+    for j, c in enumerate((1, 4)):
+        sub = ok[ok["concurrency"] == c].set_index("backend").reindex(names)
+        users = f"{c} user{'s' if c > 1 else ''}"
+        x = np.arange(len(names)) + (j - 0.5) * width
+        ax.bar(x, sub["tok_s"], width, color=f"C{j}", label=f"{users} (per user)")
+        for xi, (_, r) in zip(x, sub.iterrows()):
+            if pd.notna(r["tok_s"]):
+                ax.errorbar(xi, r["tok_s"], yerr=[[r["tok_s"] - r["tok_s_low"]], [r["tok_s_high"] - r["tok_s"]]],
+                            color="k", capsize=3, lw=1)
+                ax.annotate(f"{r['pct_linear-quantized']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
+                            fontsize=9, xytext=(0, 2), textcoords="offset points")
+                top = max(top, r["tok_s_high"])
+        ceil = ok[ok["concurrency"] == c]["ceiling_linear-quantized"]
+        if len(ceil):
+            ax.axhline(ceil.iloc[0], ls="--", lw=1, color=f"C{j}", label=f"ceiling, {users}: {ceil.iloc[0]:.0f} tok/s")
+            top = max(top, ceil.iloc[0])
+        if c in prediction:
+            xi, val = len(names) + (j - 0.5) * width, prediction[c]["predicted_tok_s"]
+            ax.bar(xi, val, width, color=f"C{j}", alpha=0.45, hatch="//", edgecolor="k",
+                   label="prediction, unverified on SM120 hardware" if not j or 1 not in prediction else None)
+            ax.annotate(f"{prediction[c]['pct_of_ceiling']:.0f}%", (xi, val), ha="center", va="bottom", fontsize=9,
+                        xytext=(0, 2), textcoords="offset points")
+            top = max(top, val)
+    labels = [textwrap.fill(n, wrap) for n in names] + (["Triton kernel\n(PREDICTION)"] if prediction else [])
+    ax.set_xticks(np.arange(len(labels)), labels, fontsize=9)
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("tok/s per user")
+    ax.set_title(title)
+    handles, names = ax.get_legend_handles_labels()
+    order = sorted(range(len(names)), key=lambda i: (names[i].startswith("ceiling"), names[i].startswith("prediction")))
+    ax.legend([handles[i] for i in order], [names[i] for i in order], fontsize=8, loc="upper center",
+              bbox_to_anchor=(0.5, -0.22 if xlabel else -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int) -> str:
     """What the seed table says against the ceiling, in words, every number computed from ``seed``
     (:func:`published_vs_ceiling` rows of :func:`seed_rows`) and the model."""
