@@ -256,3 +256,29 @@ def test_bad_arguments_name_the_argument(seed):
         fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w13)
     with pytest.raises(ValueError, match="topk_weights"):
         fm.fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights[:, :1], p.w13, p.w2)
+
+
+@needs_interp
+def test_plan_drives_the_layer_and_legacy_arguments_map_onto_it(seed):
+    """fused_moe_packed(plan=...) runs exactly the plan: the decode and MMA plans give the outputs of the
+    legacy path arguments bit for bit, the default plan is the formula's, and a plan for other weights is refused."""
+    from sm120lab.kernels.plan import MoEShape, Path, plan_moe
+    from sm120lab.kernels.prepack import prepare_moe_weights
+
+    p = make_moe_problem("tiny", tokens=3, routing="uniform", seed=seed)
+    packed = prepare_moe_weights(p.w13, p.w2)
+    c = p.config
+    shape = MoEShape.of(c.E, c.H, c.I, c.k)
+    args = (p.hidden, p.topk_ids, p.topk_weights, packed)
+    dec = plan_moe(shape, 3, device="cpu", paths={Path.DECODE})
+    mma = plan_moe(shape, 3, device="cpu", paths={Path.MMA})
+    assert dec.path is Path.DECODE and mma.path is Path.MMA and mma.sort_block == mma.w13.BLOCK_M
+    assert not dec.fast and not mma.w13.FAST  # the interpreter runs no inline PTX
+    assert torch.equal(fm.fused_moe_packed(*args, plan=dec), fm.fused_moe_packed(*args, decode=True, frag=False))
+    assert torch.equal(fm.fused_moe_packed(*args, plan=mma), fm.fused_moe_packed(*args, decode=False))
+    auto = plan_moe(shape, 3, device="cpu")
+    assert auto.path is (Path.DECODE if shape.rows_per_expert(3) <= 1.25 else Path.MMA)
+    assert torch.equal(fm.fused_moe_packed(*args), fm.fused_moe_packed(*args, plan=auto))
+    other = plan_moe(MoEShape.of(c.E, 2 * c.H, c.I, c.k), 3, device="cpu")
+    with pytest.raises(ValueError, match="plan is for"):
+        fm.fused_moe_packed(*args, plan=other)

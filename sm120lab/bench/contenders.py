@@ -2,8 +2,8 @@
 callable`` so that every contender gets the same routing.
 
 - ``triton-w4a16``: :func:`sm120lab.kernels.moe_layer.fused_moe_packed` on weights prepared once
-  by :func:`sm120lab.kernels.prepack.prepare_moe_weights` (decode kernel where rows per active
-  expert <= 1.5, else the MMA kernel on the same buffers); everything after the one-time
+  by :func:`sm120lab.kernels.prepack.prepare_moe_weights`, running the given
+  :class:`~sm120lab.kernels.plan.MoEPlan` (path and tiles); everything after the one-time
   preparation is inside the timed call;
 - ``triton-w4a16-baseline`` / ``triton-w4a4``: :func:`sm120lab.kernels.moe_layer.fused_moe_nvfp4`
   on the canonical tensors (the MMA kernel of 2026-12-02; sort + GEMMs + k-sum inside the call);
@@ -87,22 +87,20 @@ def torch_loop_moe(layer: BenchLayer, x, ids, tw):
     return out.to(torch.bfloat16)
 
 
-def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None, a2=None, packed=None,
-             decode_configs=None, decode=None, fast=None, frag=None, frag_configs=None):
+def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None, a2=None, packed=None, plan=None):
     """A no-argument callable running contender ``name``'s MoE layer on this routing.
 
     Args:
-        packed: the prepared weights (``triton-w4a16`` only).
-        fast: decode with inline PTX (None: where supported).
-        configs / decode_configs / decode / frag / frag_configs: path and tile choices passed to the Triton layer.
+        packed / plan: the prepared weights and the :class:`~sm120lab.kernels.plan.MoEPlan` (``triton-w4a16``;
+            plan None = the layer plans itself).
+        configs / a1 / a2: the baseline's MMA tiles and W4A4 static scales.
     """
     if name == "triton-w4a16":
         from ..kernels.moe_layer import fused_moe_packed
 
         if packed is None:
             raise ValueError("triton-w4a16 needs packed= (sm120lab.kernels.prepack.prepare_moe_weights)")
-        return lambda: fused_moe_packed(x, ids, tw, packed, decode=decode, decode_configs=decode_configs,
-                                        configs=configs, fast=fast, frag=frag, frag_configs=frag_configs)
+        return lambda: fused_moe_packed(x, ids, tw, packed, plan=plan)
     if name == "triton-w4a16-baseline":
         from ..kernels.moe_layer import fused_moe_nvfp4
 
@@ -121,46 +119,35 @@ def make_moe(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, a1=None,
     raise ValueError(f"unknown contender {name!r}")
 
 
-def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=None, decode_configs=None,
-             decode=None, fast=None, frag=None, frag_configs=None):
-    """A callable running only the w13 GEMM of contender ``name`` (inputs sorted/gathered outside)."""
+def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=None, plan=None):
+    """A callable running only the w13 GEMM of contender ``name`` (inputs sorted/gathered outside).
+
+    ``triton-w4a16``: the w13 launch of ``plan`` (:class:`~sm120lab.kernels.plan.MoEPlan`, required)."""
     k = ids.shape[1]
-    if name == "triton-w4a16" and frag:
-        from ..kernels.moe_configs import pick_frag_configs
-        from ..kernels.moe_frag import launch_frag
-        from ..kernels.moe_layer import frag_columns
-
-        s = ids.numel()
-        cfg = (frag_configs or pick_frag_configs(s))[0]
-        buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
-        twf = tw.reshape(-1).contiguous()
-        slot_ids, expert_ids = frag_columns(ids.contiguous(), layer.E, cfg)
-        return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
-                                   fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
-                                   warps=cfg.num_warps, cg=cfg.CG)
     if name == "triton-w4a16":
-        from ..kernels.moe_configs import DECODE_MAX_ROWS_PER_EXPERT, pick_decode_configs
-        from ..kernels.moe_layer import _packed_gemm_args, fast_decode_supported, launch_decode, launch_moe_gemm
-        from ..kernels.moe_sort import moe_sort
+        from ..kernels.moe_frag import launch_frag
+        from ..kernels.moe_layer import _packed_gemm_args, launch_decode, launch_moe_gemm, plan_columns
+        from ..kernels.plan import Path
 
+        if plan is None or packed is None:
+            raise ValueError("triton-w4a16 w13 needs packed= and plan=")
         s = ids.numel()
-        use_decode = s / min(layer.E, s) <= DECODE_MAX_ROWS_PER_EXPERT if decode is None else decode
+        cfg = plan.w13
         buf = torch.empty(s, layer.I, dtype=torch.bfloat16, device=x.device)
         twf = tw.reshape(-1).contiguous()
-        if use_decode:
-            cfg = (decode_configs or pick_decode_configs(s))[0]
-            flat = ids.reshape(-1).contiguous()
-            slot_ids, expert_ids = moe_sort(ids, layer.E, 1) if cfg.SORTED else (flat, flat)
-            fast = fast_decode_supported(x.device) if fast is None else fast
+        slot_ids, expert_ids = plan_columns(plan, ids.contiguous())
+        if plan.path is Path.FRAG:
+            return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
+                                       fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
+                                       warps=cfg.num_warps, cg=cfg.CG)
+        if plan.path is Path.DECODE:
             return lambda: launch_decode(x, packed.w13, buf, twf, expert_ids, slot_ids, n=layer.I, num_slots=s,
                                          a_row_div=k, n_up=layer.I, fuse_silu=True, mul_routing=False, cfg=cfg,
-                                         fast=fast)
-        cfg13 = configs[0]
-        sorted_ids, block_expert = moe_sort(ids, layer.E, cfg13.BLOCK_M)
+                                         fast=plan.fast)
         wa = _packed_gemm_args(packed.w13)
-        return lambda: launch_moe_gemm(x, x, twf, wa, buf, twf, sorted_ids, block_expert, n=layer.I, k=layer.H,
+        return lambda: launch_moe_gemm(x, x, twf, wa, buf, twf, slot_ids, expert_ids, n=layer.I, k=layer.H,
                                        num_slots=s, a_row_div=k, n_up=layer.I, a_mode=0,
-                                       fuse_silu=True, mul_routing=False, cfg=cfg13)
+                                       fuse_silu=True, mul_routing=False, cfg=cfg)
     if name == "triton-w4a16-baseline":
         from ..kernels.moe_layer import _weight_args, launch_moe_gemm
         from ..kernels.moe_sort import moe_sort

@@ -1,12 +1,10 @@
-"""Tile configurations of the NVFP4 MoE GEMMs, and the rule that picks one.
+"""Tile configurations of the NVFP4 MoE GEMMs (the candidate sets).
 
 Every configuration here is compiled ahead of time for sm_120 and sm_121 by
 ``tests/test_triton_aot.py`` (shared memory must stay <= 101,376 B, SM120's per-block opt-in
-limit); the table is recorded in ``data/triton_aot/sm120.json``.
-
-Decode (few rows per expert): BLOCK_M = 16 (the mma minimum) and narrow N tiles, so that the
-(experts x N-tiles) grid covers all SMs and every SM streams weight bytes. Prefill: larger
-M and N tiles to reuse each dequantized weight tile across more rows.
+limit); the table is recorded in ``data/triton_aot/sm120.json``. Which one runs is chosen by
+:mod:`.plan` alone (tile tables in ``data/tiles``, formula fallback); the ``pick_*`` helpers here
+call its formula.
 """
 
 from __future__ import annotations
@@ -85,32 +83,18 @@ DECODE_CONFIGS: dict[str, DecodeConfig] = {c.name: c for c in (
     DecodeConfig(16, 64, 4, SORTED=True),
 )}
 
-#: the decode kernel serves up to this many rows per active expert (it re-reads an expert's weights
-#: per row: at T=64 with E=512, k=10, 1.25 rows per expert, it measured 1.6x slower than the MMA kernel)
-DECODE_MAX_ROWS_PER_EXPERT = 1.0
-
-
 def pick_decode_configs(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
-    """(w13, w2) decode configs: token order (no sort launch) up to 160 slots, else sorted."""
-    if num_slots <= 160:
-        return DECODE_CONFIGS["d8x64w2s1"], DECODE_CONFIGS["d8x64w2s1"]
-    return DECODE_CONFIGS["d16x64w4s1o"], DECODE_CONFIGS["d16x64w4s1o"]
+    """(w13, w2) decode tiles of :func:`sm120lab.kernels.plan.decode_tiles` (the plan chooses; kept for callers)."""
+    from .plan import decode_tiles
+
+    return decode_tiles(num_slots)
 
 
 def pick_configs(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
-    """(w13 config, w2 config) by the mean number of rows an active expert receives.
+    """(w13, w2) MMA tiles of :func:`sm120lab.kernels.plan.mma_tiles` (the plan chooses; kept for callers)."""
+    from .plan import mma_tiles
 
-    Both share BLOCK_M (one token sort serves both GEMMs). Chosen from the H200 sweeps of
-    data/bench/ (notes/triton_kernels.md); ``sm120lab bench moe`` re-tunes per T.
-    """
-    if not rows_per_expert > 0:
-        raise ValueError(f"rows_per_expert must be > 0, got {rows_per_expert}")
-    if rows_per_expert <= 16:
-        return CONFIGS["m16n64k128w4s4"], CONFIGS["m16n64k128w4s4"]
-    if rows_per_expert <= 48:
-        return CONFIGS["m32n64k128w4s3f"], CONFIGS["m32n64k128w4s3f"]
-    # T=4096 on the H200 (data/bench/moe_h200_2026-12-03.json sweep): s3 6.77 ms, s2 7.59 ms, m64n64k64w4s4 8.28 ms
-    return CONFIGS["m128n64k64w8s3"], CONFIGS["m128n64k64w8s3"]
+    return mma_tiles(rows_per_expert)
 
 
 @dataclass(frozen=True)
@@ -148,28 +132,12 @@ FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
     FragConfig(2, 2, SORTED=True, CG=4),
 )}
 
-#: the fragment kernels serve up to this many rows per active expert (decode: 8 slot columns per MMA;
-#: wide: 32 per program); above it the MMA kernel of moe_gemm runs. H200, E=512, k=10
-#: (scripts/frag_probe.py): at T=1024 (20 rows) the wide kernel took 3.03 ms against 3.69 ms, at T=4096
-#: (80 rows) 8.94 ms against 7.58 ms
-FRAG_MAX_ROWS_PER_EXPERT = 24.0
-#: up to this many slots the fragment kernel runs one slot per program (no sort launch)
-FRAG_UNSORTED_MAX_SLOTS = 160
+def pick_frag_configs(num_slots: int, num_experts: int = 512, top_k: int = 10, hidden: int = 4096,
+                      ) -> tuple[FragConfig, FragConfig]:
+    """(w13, w2) fragment tiles of :func:`sm120lab.kernels.plan.frag_tiles` for ``num_slots`` slots of
+    uniform routing over ``num_experts`` (the plan chooses from rows per active expert; kept for callers)."""
+    from .plan import MoEShape, frag_tiles
 
-
-def pick_frag_configs(num_slots: int) -> tuple[FragConfig, FragConfig]:
-    """(w13, w2) fragment configs, the winners of the H200 sweep at E=512, k=10
-    (data/bench/moe_h200_2026-12-03.json "sweep"): one slot per program up to
-    ``FRAG_UNSORTED_MAX_SLOTS`` (w2 through the w2+sum kernel), 8-slot groups up to 2,560 slots,
-    32-slot groups of the wide kernel above."""
-    if num_slots <= 16:
-        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f1w8"]
-    if num_slots <= 64:
-        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w4"]
-    if num_slots <= FRAG_UNSORTED_MAX_SLOTS:
-        return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS["f2w2"]
-    if num_slots <= 1024:
-        return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
-    if num_slots <= 2560:
-        return FRAG_CONFIGS["f4w4o"], FRAG_CONFIGS["f2w2o"]
-    return FRAG_CONFIGS["f2w2oc4"], FRAG_CONFIGS["f2w2oc4"]
+    tokens = max(1, num_slots // top_k)
+    shape = MoEShape(E=num_experts, N=64, K=hidden, top_k=top_k)
+    return frag_tiles(shape.rows_per_expert(tokens), hidden // 16 * tokens)

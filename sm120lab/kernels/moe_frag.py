@@ -54,6 +54,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .plan import frag_supported  # noqa: F401  (re-exported: the gate lives in .plan)
 from .prepack import FRAG_MASK, FRAG_R3_ROT, FRAG_R3_ROT_SEL, FRAG_R3_SELECT, FRAG_ROT
 
 #: bf16 exponent offset turning the bf16 bits of SF * 2**-112 into SF * 2**119 (231 << 7, both halves)
@@ -428,16 +429,6 @@ def emulate_word(q: torch.Tensor, sc: torch.Tensor) -> torch.Tensor:
 
 def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
     return (bits.to(torch.int32) << 16).view(torch.float32)
-
-
-def frag_supported(device) -> bool:
-    """True where the fragment kernel's inline PTX runs: CUDA sm_90+ (``mul.rn.bf16x2``), not interpreted."""
-    dev = torch.device(device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
-        return False
-    if not isinstance(moe_w4a16_frag_kernel, triton.runtime.jit.JITFunction):  # TRITON_INTERPRET=1
-        return False
-    return torch.cuda.get_device_capability(dev) >= (9, 0)
 
 
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,

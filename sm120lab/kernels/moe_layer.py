@@ -16,55 +16,29 @@ scales). Modes:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 import triton
 
 from ..nvfp4 import NVFP4Tensor
-from .moe_configs import (
-    DECODE_MAX_ROWS_PER_EXPERT,
-    FRAG_MAX_ROWS_PER_EXPERT,
-    DecodeConfig,
-    FragConfig,
-    GemmConfig,
-    pick_configs,
-    pick_decode_configs,
-    pick_frag_configs,
-)
+from .moe_configs import DecodeConfig, FragConfig, GemmConfig
 from .moe_decode import moe_w4a16_decode_kernel
-from .moe_frag import frag_supported, launch_frag, launch_frag_w2_sum
+from .moe_frag import launch_frag, launch_frag_w2_sum
 from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
 from .moe_sort import moe_sort
 from .nvfp4_tl import nvfp4_quantize_rows_kernel
+from .plan import (  # noqa: F401  (the gates are re-exported: callers import them from here)
+    MoEPlan,
+    MoEShape,
+    Path,
+    fast_decode_supported,
+    frag_supported,
+    interpreting,
+    native_fp4_supported,
+    plan_moe,
+)
 from .prepack import PackedMoEWeights, PackedNVFP4
 
 MODES = ("w4a16", "w4a4")
-
-
-def interpreting() -> bool:
-    """True when the kernels were imported under Triton's CPU interpreter (``TRITON_INTERPRET=1``
-    at import time decides: ``triton.jit`` then returns an interpreted function)."""
-    return not isinstance(moe_nvfp4_gemm_kernel, triton.runtime.jit.JITFunction)
-
-
-def native_fp4_supported(device: torch.device | str | None = None) -> bool:
-    """True where ``tl.dot_scaled`` with NVFP4 (e2m1, fp8e4nv scales / 16) lowers to block-scaled
-    FP4 MMA: sm_100/103 (tcgen05), sm_120 with Triton >= 3.6 and sm_121 with Triton >= 3.9 (mma.sync
-    kind::mxf4nvf4; ahead-of-time compiled, data/triton_aot/: Triton 3.6.0 fails for sm_121).
-    Never under the interpreter (its NVFP4 dot_scaled misreads the scales: seen with Triton 3.6-3.9 against the exact reference)."""
-    if interpreting():
-        return False
-    if not torch.cuda.is_available():
-        return False
-    dev = torch.device(device) if device is not None else torch.device("cuda")
-    if dev.type != "cuda":
-        return False
-    from packaging.version import Version
-
-    major, minor = torch.cuda.get_device_capability(dev)
-    ver = Version(triton.__version__).release[:2]
-    return major == 10 or (major == 12 and (ver >= (3, 9) or (minor == 0 and ver >= (3, 6))))
 
 
 def _weight_args(w: NVFP4Tensor, name: str, num_experts: int | None = None):
@@ -138,13 +112,6 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
-def fast_decode_supported(device) -> bool:
-    """True where the decode kernel's inline PTX runs: CUDA sm_89+ (``cvt.rn.f16x2.e4m3x2``), not interpreted."""
-    dev = torch.device(device)
-    return (not interpreting() and dev.type == "cuda" and torch.cuda.is_available()
-            and torch.cuda.get_device_capability(dev) >= (8, 9))
-
-
 def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, num_slots, a_row_div, n_up,
                   fuse_silu, mul_routing, cfg: DecodeConfig, fast: bool):
     """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots)."""
@@ -171,8 +138,44 @@ def _packed_gemm_args(p: PackedNVFP4):
     return p.codes_u8, p.scales, gs, (gs.stride(0) if gs.numel() == e else 0)
 
 
+def legacy_plan_args(decode: bool | None, frag: bool | None, decode_configs, configs, frag_configs,
+                     has_frag: bool = True) -> dict:
+    """The path/tile keyword arguments of :func:`fused_moe_packed` as :func:`.plan.plan_moe` arguments
+    (``paths`` allowed, ``tiles`` given): ``frag=True`` or ``frag_configs`` -> the fragment path;
+    ``decode=True`` -> fragment or decode (``frag=False``: decode only); ``decode=False`` -> MMA.
+    Tiles given for the path the plan then takes are used as given; the others are ignored."""
+    if frag or (frag is None and frag_configs is not None and decode is not False):
+        paths, tiles = {Path.FRAG}, frag_configs
+    elif decode is False:
+        paths, tiles = {Path.MMA}, configs
+    else:
+        paths = {Path.DECODE} if decode else {Path.DECODE, Path.MMA}
+        if frag is None and has_frag:
+            paths.add(Path.FRAG)
+        tiles = decode_configs if decode and frag is False else None
+    if not has_frag:
+        paths.discard(Path.FRAG)
+        if not paths:
+            raise ValueError("frag=True needs weights prepared with the fragment layout (N % 16 == 0, K % 64 == 0)")
+    return {"paths": frozenset(paths), "tiles": tiles, "fallback_tiles": {Path.DECODE: decode_configs,
+                                                                            Path.MMA: configs}}
+
+
+def _plan_for_shape(shape, tokens, device, mode, has_frag, decode, frag, decode_configs, configs, frag_configs,
+                    fast, native) -> MoEPlan:
+    """The plan :func:`fused_moe_packed` runs for this shape, T and its path/tile arguments."""
+    if mode == "w4a4":
+        return plan_moe(shape, tokens, device=device, mode=mode, tiles=configs, native=native)
+    la = legacy_plan_args(decode, frag, decode_configs, configs, frag_configs, has_frag)
+    plan = plan_moe(shape, tokens, device=device, paths=la["paths"], tiles=la["tiles"], fast=fast)
+    given = la["fallback_tiles"].get(plan.path)
+    if la["tiles"] is None and given is not None:
+        plan = plan_moe(shape, tokens, device=device, tiles=given, fast=fast)
+    return plan
+
+
 def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
-                     packed: PackedMoEWeights, *, decode: bool | None = None,
+                     packed: PackedMoEWeights, *, plan: MoEPlan | None = None, decode: bool | None = None,
                      decode_configs: tuple[DecodeConfig, DecodeConfig] | None = None,
                      configs: tuple[GemmConfig, GemmConfig] | None = None, fast: bool | None = None,
                      frag: bool | None = None, frag_configs: tuple[FragConfig, FragConfig] | None = None,
@@ -186,14 +189,13 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     Args:
         hidden: bf16 [T, H]. topk_ids: int [T, k]. topk_weights: float [T, k].
         packed: the prepared weights.
-        decode: use the decode kernel (:mod:`.moe_decode`); None = when the mean number of rows
-            per active expert is <= ``DECODE_MAX_ROWS_PER_EXPERT``, else the MMA kernel on the
-            same buffers.
-        decode_configs / configs: (w13, w2) tiles for the decode / MMA path (default: heuristics).
-        fast: decode with inline PTX; None = where :func:`fast_decode_supported`.
-        frag: use the tensor-core fragment kernel (:mod:`.moe_frag`) for small T; None = where
-            :func:`.moe_frag.frag_supported`, the weights carry the fragment layout and the mean
-            rows per active expert is <= ``FRAG_MAX_ROWS_PER_EXPERT``. frag_configs: its (w13, w2) tiles.
+        plan: the :class:`.plan.MoEPlan` to run (path, tiles, sort block); None = built here by
+            :func:`.plan.plan_moe` from the shape, T and device (tile table, else formula), restricted by:
+        decode / frag / decode_configs / configs / frag_configs: path and tile overrides
+            (:func:`legacy_plan_args`): ``frag=True`` the fragment kernels (:mod:`.moe_frag`),
+            ``frag=False, decode=True`` the CUDA-core decode kernel (:mod:`.moe_decode`),
+            ``decode=False`` the MMA kernel (:mod:`.moe_gemm`) on the same buffers.
+        fast: inline-PTX variants; None = where the target has them.
         mode: "w4a16", or "w4a4" (activations quantized per row with the static ``a1_gscale`` /
             ``a2_gscale``; the MMA kernel on the packed canonical words, ``tl.dot_scaled`` where
             ``native`` / :func:`native_fp4_supported`: the same numerics as :func:`fused_moe_nvfp4`).
@@ -204,82 +206,74 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
     t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words))
     dev = hidden.device
-    s = t * k
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if mode == "w4a4":
+    if plan is None:
+        shape = MoEShape.of(e, h, inter, k)
+        plan = _plan_for_shape(shape, t, dev, mode, packed.w13.has_frag and packed.w2.has_frag, decode, frag,
+                               decode_configs, configs, frag_configs, fast, native)
+    elif (plan.shape.E, plan.shape.K, plan.shape.N) != (e, h, inter) or plan.mode != mode:
+        raise ValueError(f"plan is for {plan.shape.key} mode {plan.mode}, the weights are E={e}, N={inter}, K={h} "
+                         f"and mode={mode}")
+    if plan.path is Path.MMA:
         return _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
-                            e, h, inter, mode=mode, a1_gscale=a1_gscale, a2_gscale=a2_gscale, configs=configs,
-                            native=native, out=out, _poison=_poison)
-    if s == 0:
+                            e, h, inter, plan=plan, a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out,
+                            _poison=_poison)
+    if t * k == 0:
         res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
         return res if out is None else out.copy_(res)
-    rows_per_expert = s / min(e, s)
-    if frag is None:
-        frag = (decode is not False and packed.w13.has_frag and packed.w2.has_frag and frag_supported(dev)
-                and rows_per_expert <= FRAG_MAX_ROWS_PER_EXPERT)
-    if frag:
-        return _moe_frag(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, frag_configs,
+    if plan.path is Path.FRAG:
+        return _moe_frag(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan,
                          out, _poison)
-    if decode is None:
-        decode = rows_per_expert <= DECODE_MAX_ROWS_PER_EXPERT
-    if not decode:
-        return _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
-                            e, h, inter, mode=mode, a1_gscale=None, a2_gscale=None, configs=configs, native=None,
-                            out=out, _poison=_poison)
-    cfg13, cfg2 = decode_configs if decode_configs is not None else pick_decode_configs(s)
-    if cfg13.SORTED != cfg2.SORTED:
-        raise ValueError(f"decode_configs must agree on SORTED, got {cfg13.name} and {cfg2.name}")
-    fast = fast_decode_supported(dev) if fast is None else bool(fast)
-    hidden = hidden.contiguous()
-    ids = topk_ids.contiguous()
-    tw = topk_weights.contiguous().reshape(-1)
-    if cfg13.SORTED:
-        slot_ids, expert_ids = moe_sort(ids, e, 1)
-    else:
-        slot_ids, expert_ids = ids.reshape(-1), ids.reshape(-1)
-    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
-    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    return _moe_decode(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan, out,
+                       _poison)
+
+
+def _moe_decode(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison):
+    """The decode path of :func:`fused_moe_packed`: (sort) -> w13 -> w2 -> k-sum."""
+    t, k = ids.shape
+    s = t * k
+    h, inter = packed.hidden, packed.intermediate
+    twf = tw.reshape(-1)
+    slot_ids, expert_ids = plan_columns(plan, ids)
+    inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=hidden.device)
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=hidden.device)
     if _poison:
         inter_buf.fill_(float("nan"))
         out_slots.fill_(float("nan"))
-    launch_decode(hidden, packed.w13, inter_buf, tw, expert_ids, slot_ids, n=inter, num_slots=s, a_row_div=k,
-                  n_up=inter, fuse_silu=True, mul_routing=False, cfg=cfg13, fast=fast)
-    launch_decode(inter_buf, packed.w2, out_slots, tw, expert_ids, slot_ids, n=h, num_slots=s, a_row_div=1,
-                  n_up=0, fuse_silu=False, mul_routing=True, cfg=cfg2, fast=fast)
+    launch_decode(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, n=inter, num_slots=s, a_row_div=k,
+                  n_up=inter, fuse_silu=True, mul_routing=False, cfg=plan.w13, fast=plan.fast)
+    launch_decode(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, n=h, num_slots=s, a_row_div=1,
+                  n_up=0, fuse_silu=False, mul_routing=True, cfg=plan.w2, fast=plan.fast)
     return _sum_slots(out_slots, t, k, h, out)
 
 
-def frag_columns(ids: torch.Tensor, num_experts: int, cfg: FragConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """(slot_ids, expert_ids) for the fragment kernels: the expert-sorted blocks of ``cfg.block_m``
-    slots (``SORTED``), else one slot per program (both are the flat ``topk_ids``)."""
-    if cfg.SORTED:
-        return moe_sort(ids, num_experts, cfg.block_m)
+def plan_columns(plan: MoEPlan, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slot_ids, expert_ids) the plan's kernels read: ``moe_sort(ids, E, plan.sort_block)`` where the
+    plan sorts, else one slot per program in token order (both are the flat ``topk_ids``)."""
+    if plan.sort_block:
+        return moe_sort(ids, plan.shape.E, plan.sort_block)
     flat = ids.reshape(-1)
     return flat, flat
 
 
-def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, frag_configs, out, _poison):
-    """The fragment path of :func:`fused_moe_packed`: (sort into 8-slot groups) -> w13 -> w2 -> k-sum."""
+def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison):
+    """The fragment path of :func:`fused_moe_packed`: (sort into 8- or 32-slot groups) -> w13 -> w2 -> k-sum."""
     if not (packed.w13.has_frag and packed.w2.has_frag):
-        raise ValueError("frag=True needs weights prepared with the fragment layout (N % 16 == 0, K % 64 == 0)")
+        raise ValueError("the fragment path needs weights prepared with the fragment layout (N % 16 == 0, K % 64 == 0)")
     t, k = ids.shape
     s = t * k
-    e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
+    h, inter = packed.hidden, packed.intermediate
     dev = hidden.device
-    cfg13, cfg2 = frag_configs if frag_configs is not None else pick_frag_configs(s)
-    if cfg13.TILES % 2:
-        raise ValueError(f"the w13 fragment config needs an even TILES (gate and up tiles), got {cfg13.name}")
-    if cfg13.SORTED != cfg2.SORTED or cfg13.block_m != cfg2.block_m:
-        raise ValueError(f"frag_configs must agree on SORTED and the block size, got {cfg13.name} and {cfg2.name}")
+    cfg13, cfg2 = plan.w13, plan.w2
     twf = tw.reshape(-1)
-    slot_ids, expert_ids = frag_columns(ids, e, cfg13)
+    slot_ids, expert_ids = plan_columns(plan, ids)
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
     if _poison:
         inter_buf.fill_(float("nan"))
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
                 mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG)
-    if not cfg2.SORTED:  # w2 and the sum over the k choices in one launch, written in bf16
+    if plan.w2_sums:  # w2 and the sum over the k choices in one launch, written in bf16
         if out is not None and (out.shape != (t, h) or out.dtype != torch.bfloat16 or out.stride(1) != 1):
             raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
                              f"{out.dtype} {tuple(out.shape)}")
@@ -348,15 +342,17 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
         raise ValueError(f"w13 must be [E, 2I, H], got {tuple(w13.shape)}")
     if tuple(w2.shape) != (e, h, inter):
         raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
-    t, _ = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data))
-    return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, mode=mode,
-                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, configs=configs, native=native, out=out,
-                        _poison=_poison)
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data))
+    plan = plan_moe(MoEShape.of(e, h, inter, k), t, device=hidden.device, mode=mode, paths={Path.MMA}, tiles=configs,
+                    native=native)
+    return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, plan=plan,
+                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out, _poison=_poison)
 
 
-def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: int, inter: int, *, mode: str,
-                 a1_gscale, a2_gscale, configs, native, out, _poison) -> torch.Tensor:
-    """Sort + (quantize) + w13 + (quantize) + w2 + k-sum on the MMA kernel, for canonical or packed weights."""
+def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: int, inter: int, *, plan: MoEPlan,
+                 a1_gscale, a2_gscale, out, _poison) -> torch.Tensor:
+    """Sort + (quantize) + w13 + (quantize) + w2 + k-sum on the MMA kernel (``plan.path`` is mma), for
+    canonical or packed weights."""
     t = hidden.shape[0]
     dev = hidden.device
     k = topk_ids.shape[1]
@@ -364,16 +360,12 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
     if s == 0:
         res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
         return res if out is None else out.copy_(res)
-    cfg13, cfg2 = configs if configs is not None else pick_configs(s / min(e, s))
-    if interpreting() or dev.type != "cuda" or torch.cuda.get_device_capability(dev) < (9, 0):
-        # the inline PTX (mul.bf16x2) needs sm_90+ and cannot run under the interpreter
-        cfg13, cfg2 = replace(cfg13, FAST=False), replace(cfg2, FAST=False)
-    if cfg13.BLOCK_M != cfg2.BLOCK_M:
-        raise ValueError(f"configs must share BLOCK_M, got {cfg13.BLOCK_M} and {cfg2.BLOCK_M}")
+    mode = plan.mode
+    cfg13, cfg2 = plan.w13, plan.w2
     hidden = hidden.contiguous()
     ids = topk_ids.contiguous()
     tw = topk_weights.contiguous()
-    sorted_ids, block_expert = moe_sort(ids, e, cfg13.BLOCK_M)
+    sorted_ids, block_expert = plan_columns(plan, ids)
 
     if mode == "w4a16":
         a_mode = A_BF16
@@ -381,8 +373,7 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
     else:
         g1 = _scalar_gs(a1_gscale, "a1_gscale", dev)
         g2 = _scalar_gs(a2_gscale, "a2_gscale", dev)
-        use_native = native_fp4_supported(dev) if native is None else bool(native)
-        a_mode = A_FP4_NATIVE if use_native else A_FP4_DEQUANT
+        a_mode = A_FP4_NATIVE if plan.native else A_FP4_DEQUANT
         a1, a1s = quantize_rows_nvfp4(hidden, g1)
 
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
