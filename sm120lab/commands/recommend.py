@@ -1,9 +1,13 @@
 """``sm120lab recommend``: what to set on an SM120/SM121 GPU, each item with its evidence.
 
-    sm120lab recommend                                  # RTX PRO 6000, the seed's setup
+    sm120lab recommend                                  # RTX PRO 6000, the seed's setup, newest vLLM
+    sm120lab recommend --vllm 0.17.0                    # the same, for the vLLM release you run
     sm120lab recommend --gpu auto                       # this machine (GPU, driver, CUDA, packages)
     sm120lab recommend --gpu rtx-5090 --model qwen3-next-80b-a3b --tp 4 --pp 1 --users 4
     sm120lab recommend --gpu dgx-spark --json guide.json
+
+It opens with one block to copy (install, exports, vllm serve, patch, verify, what to expect),
+then every item with its evidence, then one row per --moe-backend choice of that vLLM release.
 
 Evidence levels: sm120-run > h200-run > compile > emulation > source-reading. Items without an
 SM120 run say "unverified on SM120 hardware"; archiving an SM120 run folder into data/runs
@@ -23,13 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default 2)")
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (default 2)")
     p.add_argument("--users", type=int, default=None, help="concurrent users (default 1)")
+    p.add_argument("--vllm", default=None, metavar="VERSION",
+                   help="the vLLM release to answer for (default: the newest recorded in data/upstream)")
     p.add_argument("--topic", action="append", default=None,
-                   help="only these topics (repeatable): archflags, versions, backend, patches, env, throughput, verify")
+                   help="only these topics (repeatable): archflags, versions, backend, patches, env, throughput, "
+                        "verify, backends")
     p.add_argument("--runs", default=None, help="folder of archived run folders (default data/runs)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the items as JSON")
     p.add_argument("--markdown", action="store_true", help="print a markdown table instead (as in the README)")
     p.add_argument("--update-readme", default=None, metavar="FILE",
-                   help="rewrite the table between <!-- guide:start --> and <!-- guide:end --> in FILE")
+                   help="rewrite the block and table between <!-- guide:start --> and <!-- guide:end --> in FILE")
     p.set_defaults(func=run)
 
 
@@ -57,29 +64,46 @@ def run(args: argparse.Namespace) -> int:
         if not Path(args.runs).is_dir():
             raise SystemExit(f"--runs: expected a folder of run folders, got {args.runs!r}")
     try:
-        items = recommend.guide(gpu, args.runs, model=args.model, tp=args.tp, pp=args.pp, users=args.users,
-                                machine=machine)
-        if args.topic:
-            items = recommend.section(items, args.topic)
+        ans = recommend.answer(gpu, args.runs, model=args.model, tp=args.tp, pp=args.pp, users=args.users,
+                               vllm=args.vllm, machine=machine)
+        items = recommend.section(ans.items, args.topic) if args.topic else ans.items
     except ValueError as exc:
         msg = str(exc)
         raise SystemExit(msg if msg.startswith("--") else f"--{msg}") from None
-    from dataclasses import asdict
-
-    setup = asdict(recommend.resolve_setup(gpu, model=args.model, tp=args.tp, pp=args.pp, users=args.users))
+    setup = ans.setup.to_dict()
     title = (f"sm120lab recommend: {gpu}, {setup['model']}, TP{setup['tp']} PP{setup['pp']}, "
-             f"{setup['users']} user(s)")
+             f"{setup['users']} user(s), vLLM {ans.block.vllm}")
     if args.update_readme:
         from ..atomic_io import write_text_atomic
         from ..recommend.render import replace_guide_block
 
         try:
             text = open(args.update_readme, encoding="utf-8").read()
-            write_text_atomic(args.update_readme, replace_guide_block(text, items))
+            write_text_atomic(args.update_readme, replace_guide_block(text, items, ans.block))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise SystemExit(f"--update-readme: {args.update_readme}: {getattr(exc, 'strerror', None) or exc}") from None
-        print(f"updated the guide table in {args.update_readme} ({len(items)} items)")
+        print(f"updated the guide block in {args.update_readme} ({len(items)} items)")
         return 0
+    if args.markdown:
+        print(ans.block.to_markdown() + "\n\n" + recommend.to_markdown(items))
+    else:
+        import shutil
+
+        width = shutil.get_terminal_size((100, 24)).columns
+        print(ans.block.to_text(width) + "\n")
+        recommend.show(items, title=title, width=width)
+    if args.json:
+        doc = ans.to_json()
+        doc["items"] = [it.to_dict() for it in items]
+        doc["command"] = command_line("sm120lab", None)
+        if machine is not None:
+            doc["machine"] = machine
+        try:
+            write_json_atomic(args.json, doc)
+        except OSError as exc:
+            raise SystemExit(f"--json: cannot write {args.json}: {exc.strerror or exc}") from None
+        print(f"wrote {args.json} ({len(items)} items)")
+    return 0
     if args.markdown:
         print(recommend.to_markdown(items))
     else:

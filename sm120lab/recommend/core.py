@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import data_dir, repo_root
-from .setup import GPU, parse_gpu, resolve_setup
+from .setup import GPU, Setup, parse_gpu, resolve_setup
 
 UNVERIFIED = "unverified on SM120 hardware"
 
@@ -52,6 +52,7 @@ class Topic(str, Enum):
     ENV = "env"
     THROUGHPUT = "throughput"
     VERIFY = "verify"
+    BACKENDS = "backends"
 
 
 # What CPU-produced files under a folder are (checked in order; first prefix that matches).
@@ -278,46 +279,80 @@ def _rel(path: Path) -> str:
 
 
 def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, *, model: str | None = None,
-          tp: int | None = None, pp: int | None = None, users: int | None = None,
+          tp: int | None = None, pp: int | None = None, users: int | None = None, vllm: str | None = None,
           rules_path: str | Path | None = None, machine: dict | None = None) -> list[Item]:
-    """The guide's items for one GPU and setup.
+    """The guide's items for one GPU, setup and vLLM release.
 
     Args:
         gpu: ``rtx-pro-6000``, ``rtx-5090`` or ``dgx-spark``.
         runs_root: folder of archived run folders (default ``data/runs``); SM120 runs there lift
             the items they cover to ``sm120-run``.
-        model, tp, pp, users: the setup; defaults are the seed report's (rules ``setup``), except
-            where the rules' ``per_gpu_setup`` replaces it (one DGX Spark cannot hold that model).
+        model, tp, pp, users: the setup; defaults are the GPU's default setup
+            (:func:`~sm120lab.recommend.setup.resolve_setup`, shared with ``sm120lab roofline``).
+        vllm: the vLLM release to answer for (default: the newest recorded in ``data/upstream``);
+            every item then speaks of that release and the FlashInfer and torch it pins, and an
+            item whose flag or variable the release lacks is left out.
         rules_path: another rules file (tests).
         machine: an ``sm120lab.envinfo.collect()`` record; fills each item's ``here``.
 
     Returns:
-        The items in rule order.
+        The items in rule order, then one ``backends`` item per NVFP4 ``--moe-backend`` choice.
 
     Raises:
-        ValueError: an unknown GPU, model, or a bad TP/PP/users (message names the argument).
+        ValueError: an unknown GPU, model or release, a bad TP/PP/users, or a setup that does not
+            fit (the message names the argument).
     """
+    return answer(gpu, runs_root, model=model, tp=tp, pp=pp, users=users, vllm=vllm, rules_path=rules_path,
+                  machine=machine).items
+
+
+@dataclass
+class Answer:
+    """The whole guide for one GPU, setup and release: the do-this block, then the items."""
+
+    gpu: str
+    setup: Setup
+    block: Any  # sm120lab.recommend.dothis.DoThis
+    items: list[Item]
+    backends: list[dict]
+
+    def to_json(self) -> dict:
+        return to_json(self.items, gpu=self.gpu, setup=self.setup.to_dict(), block=self.block,
+                       backends=self.backends)
+
+
+def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, *, model: str | None = None,
+           tp: int | None = None, pp: int | None = None, users: int | None = None, vllm: str | None = None,
+           rules_path: str | Path | None = None, machine: dict | None = None) -> Answer:
+    """:func:`guide` with the do-this block and the backend rows (one object every page reads)."""
     from .facts import compute_value, facts, here_notes
+    from .versioned import backend_rows, compute, context, has, version_facts
 
     g = parse_gpu(gpu)
     rules = load_rules(rules_path)
     setup = resolve_setup(g, rules, model=model, tp=tp, pp=pp, users=users)
     require_fit(g, setup)
+    ctx = context(g, setup, vllm)
     runs = sm120_runs(runs_root)
     known = facts()
+    known.update(version_facts(ctx))
+    known.update({"tp": str(setup.tp), "pp": str(setup.pp), "users": str(setup.users), "verify": ctx.block.verify})
     notes = here_notes(machine, g) if machine else {}
     items = []
     for r in rules["items"]:
-        if g.value not in r.get("gpus", [x.value for x in GPU]):
+        if g.value not in r.get("gpus", [x.value for x in GPU]) or not has(ctx, r.get("needs")):
             continue
         over = (r.get("per_gpu") or {}).get(g.value, {})
-        source = over.get("source", r["source"])
+        source = str(over.get("source", r["source"])).format_map(known)
         why = over.get("why", r["why"]).format_map(known)
         if "compute" in r:
-            value, extra = compute_value(r["compute"], g, setup, source)
+            try:
+                value, extra = compute(r["compute"], ctx)
+            except ValueError:
+                value, extra = compute_value(r["compute"], g, setup, source)
             why = f"{why} {extra}".strip()
         else:
-            value = over.get("value", r["value"])
+            value = str(over.get("value", r["value"])).format_map(known)
         evidence = evidence_of(source)
         cov = coverage(r, runs, g)
         if cov is not None:
@@ -327,10 +362,30 @@ def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, 
             why = f"{why} Measured on {run.gpu} (cc {run.compute_capability}) in {run.path.name}: {shown}."
         elif evidence is not Evidence.SM120_RUN:
             why = f"{why} ({UNVERIFIED})"
-        items.append(Item(setting=r["setting"], value=str(value), evidence=evidence, source=source,
+        items.append(Item(setting=r["setting"].format_map(known), value=str(value), evidence=evidence, source=source,
                           why=" ".join(why.split()), id=r["id"], topic=Topic(r["topic"]),
                           here=notes.get(r["id"], "")))
-    return items
+    rows = backend_rows(ctx)
+    for row in rows:
+        items.append(backend_item(row, ctx))
+    return Answer(gpu=g.value, setup=setup, block=ctx.block, items=items, backends=rows)
+
+
+def backend_item(row: dict, ctx) -> Item:
+    """One ``backends`` item from :func:`~sm120lab.recommend.versioned.backend_rows`."""
+    verdict = {"accepts": "accepts SM12x", "rejects": "refuses SM12x", "unknown": "SM12x check not readable"}[row["sm12x"]]
+    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(row["outcomes"].items())) or "no public SM12x report found"
+    reps = "; ".join(f"{r['summary']} ({r['url']})" for r in row["reports"][:4] if r.get("summary"))
+    fails = "; ".join(f"{f['what']} ({f['url']})" for f in row["failure_modes"][:4])
+    why = (f"Own support check in vLLM {ctx.version}: {row['sm12x']} ({row['check']}). "
+           + (f"Auto-selected for NVFP4 at position {row['auto'] + 1}. " if row["auto"] is not None else
+              "Not in NVFP4 auto-selection. ")
+           + f"Public SM12x reports: {outcomes}. " + (f"{reps}. " if reps else "")
+           + (f"Known failure modes: {fails}. " if fails else "")
+           + f"Check it here: {'; '.join(row['check_here'])}. ({UNVERIFIED})")
+    return Item(setting=f"--moe-backend {row['name']}", value=f"{verdict}; {outcomes}",
+                evidence=Evidence.SOURCE_READING, source=f"data/upstream/vllm-{ctx.version}.json",
+                why=" ".join(why.split()), id=f"backend:{row['name']}", topic=Topic.BACKENDS)
 
 
 def require_fit(gpu: GPU, setup) -> None:
@@ -362,7 +417,10 @@ def section(items: list[Item], topic: str | Topic | list) -> list[Item]:
     return [it for it in items if it.topic in topics]
 
 
-def to_json(items: list[Item], *, gpu: str, setup: dict | None = None) -> dict:
-    """The JSON document ``sm120lab recommend --json`` writes."""
-    return {"gpu": gpu, "setup": setup or {}, "items": [it.to_dict() for it in items],
+def to_json(items: list[Item], *, gpu: str, setup: dict | None = None, block=None,
+            backends: list[dict] | None = None) -> dict:
+    """The JSON document ``sm120lab recommend --json`` writes: ``do_this`` (the block to copy),
+    ``items``, ``backends``."""
+    return {"gpu": gpu, "setup": setup or {}, "do_this": block.to_dict() if block is not None else None,
+            "items": [it.to_dict() for it in items], "backends": backends or [],
             "evidence_levels": [e.value for e in Evidence]}

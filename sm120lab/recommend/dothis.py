@@ -366,3 +366,24 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
                   flashinfer=fi_v or "?", torch=torch_v or "?", cuda=CUDA_KNOWN_GOOD, install=install,
                   exports=exports, serve=serve, moe_backend=name, moe_backend_why=why, patch=patch,
                   patch_why=patch_why, verify=verify, expect=expect, notes=notes, problems=problems)
+
+
+def answer_block(gpu: str | GPU | None = None, machine: dict | None = None, vllm: str | None = None) -> DoThis:
+    """The do-this block every page heads with (report.html, README, notebooks).
+
+    Args:
+        gpu: the GPU to answer for; default: this machine's (``machine``, an envinfo record) when it
+            is an SM120/SM121 GPU, else ``rtx-pro-6000`` (the seed report's).
+        vllm: the vLLM release (default: the newest recorded).
+
+    Returns:
+        :class:`DoThis` for the GPU's default setup (``.to_html()``, ``.to_text()``, ``.to_markdown()``).
+    """
+    if gpu is None and machine:
+        from .facts import detect_gpu
+
+        try:
+            gpu = detect_gpu(machine)
+        except ValueError:
+            gpu = None
+    return build(gpu or GPU.RTX_PRO_6000, None, vllm)

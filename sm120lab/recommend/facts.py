@@ -205,27 +205,95 @@ def facts() -> Facts:
 # computed values
 
 
+def _published_yaml(name: str) -> dict:
+    import yaml
+
+    path = data_dir() / "published" / name
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"data: cannot read {path}: {exc}") from None
+
+
+def checkpoint_precision(checkpoint: str, kv_cache: str = "fp8"):
+    """``(Precision, text)``: what the published checkpoint stores in FP4 and what at 16 bits
+    (``data/published/checkpoints.yaml``); a component whose format is unknown takes the
+    ``linear-quantized`` plan's format, and the text says it was assumed."""
+    from ..roofline import precision_plan
+    from ..roofline.decode import Precision
+
+    base = precision_plan("linear-quantized", "nvfp4", kv_cache=kv_cache)
+    doc = _published_yaml("checkpoints.yaml")
+    entry = next((c for c in doc.get("checkpoints", []) if c.get("id") == checkpoint), None)
+    if entry is None:
+        return base, f"{checkpoint}: no recorded layer formats; counted as the linear-quantized plan"
+    fmts, groups = {}, {}
+    for comp, info in (entry.get("components") or {}).items():
+        f = str((info or {}).get("format", "unknown"))
+        if f == "unknown":
+            f, tag = getattr(base, _FIELD.get(comp, comp)), "assumed"
+        elif f == "n/a":
+            continue
+        else:
+            tag = "stated" if (info or {}).get("basis") == "stated" else "inferred"
+        fmts[comp] = f
+        groups.setdefault(("FP4" if f in ("nvfp4", "mxfp4") else "16-bit" if f in ("bf16", "fp16") else f.upper()), []).append(f"{comp.replace('_', ' ')} ({tag})")
+    kw = {_FIELD.get(c, c): f for c, f in fmts.items() if _FIELD.get(c, c) in Precision.__dataclass_fields__}
+    prec = Precision(**{**base.__dict__, **kw})
+    text = "; ".join(f"{g}: {', '.join(v)}" for g, v in sorted(groups.items()))
+    return prec, f"{checkpoint} ({entry.get('url', '')}): {text}"
+
+
+_FIELD = {"routed_experts": "experts", "shared_expert": "shared"}
+
+
+def allreduce_latency_us(gpu: str) -> tuple[float, str]:
+    """The cited latency of one small all-reduce over PCIe (``data/published/latency.yaml``): the
+    median of NCCL at one token's hidden state (bf16, 8 KB) on SM12x GPUs, fewest GPUs first.
+
+    Returns:
+        ``(microseconds, "<what> (<url>)")``; ``(0.0, reason)`` when none is recorded.
+    """
+    doc = _published_yaml("latency.yaml")
+    rows = [f for f in doc.get("figures", []) if str(f.get("sm")) in ("120", "121") and f.get("implementation") == "nccl"
+            and f.get("message_bytes") == 8192 and isinstance(f.get("latency_us"), dict) and "p50" in f["latency_us"]]
+    if not rows:
+        return 0.0, "no cited PCIe all-reduce latency recorded"
+    r = min(rows, key=lambda f: (f.get("gpu") != gpu, f.get("n_gpus", 99)))
+    return float(r["latency_us"]["p50"]), (f"{r['latency_us']['p50']:g} us median per all-reduce of 8 KB with NCCL "
+                                           f"on {r['n_gpus']}x {r['gpu']} over PCIe ({r['url']})")
+
+
 def ceiling_value(gpu: str, setup) -> tuple[str, str]:
-    """Decode ceiling of ``setup`` on ``gpu`` (sm120lab.roofline, datasheet bandwidth)."""
-    from ..roofline import ceiling, get_gpu, get_model, precision_plan
+    """Decode ceiling of ``setup`` on ``gpu`` (sm120lab.roofline, datasheet bandwidth), counting the
+    checkpoint's real layer formats and the cited per-collective PCIe latency."""
+    from ..roofline import ceiling, get_gpu, get_model
 
     try:
         model = get_model(setup.model)
     except (KeyError, ValueError) as exc:
         raise ValueError(f"model: {exc}") from None
+    ckpt = checkpoint_of(setup.model)
+    prec, counted = checkpoint_precision(ckpt, "fp8" if setup.kv_cache_dtype.startswith("fp8") else "bf16")
+    lat, lat_text = allreduce_latency_us(gpu) if setup.n_gpus > 1 else (0.0, "")
     try:
-        c = ceiling(model, get_gpu(gpu), precision_plan("linear-quantized", "nvfp4"), tp=setup.tp, pp=setup.pp,
-                    batch=setup.users, context=setup.context)
+        c = ceiling(model, get_gpu(gpu), prec, tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context,
+                    collective_latency_us=lat)
+        c0 = ceiling(model, get_gpu(gpu), prec, tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context)
     except ValueError as exc:
         raise ValueError(f"tp/--pp: {exc} ({gpu}, TP{setup.tp} PP{setup.pp})") from None
     value = (f"{c.per_user_tok_s:.0f} tok/s per user at {setup.users} user{'s' if setup.users > 1 else ''} "
              f"({setup.model}, {setup.n_gpus}x {gpu}, TP{setup.tp} PP{setup.pp}, {c.bound}-bound)")
     if not c.fits:
         value += f"; does NOT fit: {c.weights_per_gpu_GB:.1f} GB of weights per GPU"
-    extra = ""
+    n_ar = 2 * model.n_layers if setup.tp > 1 else 0
+    extra = f"Counted as: {counted}."
+    if lat:
+        extra += (f" Each of the {n_ar} all-reduces per token (2 per layer at TP{setup.tp}) and each pipeline hop "
+                  f"costs {lat_text}; without that latency the ceiling would be {c0.per_user_tok_s:.0f} tok/s.")
     pub = _published_ratio(gpu, setup, c.per_user_tok_s)
     if pub:
-        extra = pub
+        extra += " " + pub
     return value, extra
 
 

@@ -44,17 +44,21 @@ def to_markdown(items: list[Item]) -> str:
 GUIDE_START, GUIDE_END = "<!-- guide:start -->", "<!-- guide:end -->"
 
 
-def replace_guide_block(text: str, items: list[Item]) -> str:
-    """``text`` with the table between ``<!-- guide:start -->`` and ``<!-- guide:end -->`` replaced
-    by :func:`to_markdown` of ``items``.
+def replace_guide_block(text: str, items: list[Item], block=None) -> str:
+    """``text`` with what stands between ``<!-- guide:start -->`` and ``<!-- guide:end -->`` replaced
+    by the do-this block (markdown, when given) and :func:`to_markdown` of ``items``.
 
     Raises:
-        ValueError: the markers are missing or out of order.
+        ValueError: the markers are missing, out of order, or there is more than one block (a
+            second one would be left stale).
     """
     i, j = text.find(GUIDE_START), text.find(GUIDE_END)
     if i < 0 or j < i:
         raise ValueError(f"expected one '{GUIDE_START}' ... '{GUIDE_END}' block")
-    return text[: i + len(GUIDE_START)] + "\n" + to_markdown(items) + "\n" + text[j:]
+    if text.count(GUIDE_START) > 1 or text.count(GUIDE_END) > 1:
+        raise ValueError(f"found {text.count(GUIDE_START)} '{GUIDE_START}' markers; expected exactly one block")
+    body = (block.to_markdown() + "\n\n" if block is not None else "") + to_markdown(items)
+    return text[: i + len(GUIDE_START)] + "\n" + body + "\n" + text[j:]
 
 
 def to_html(items: list[Item]) -> str:

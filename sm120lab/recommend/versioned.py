@@ -1,0 +1,228 @@
+"""The guide's facts that depend on the vLLM release: read from the upstream records, never typed.
+
+:func:`context` resolves the chosen vLLM release (default: the newest recorded), the FlashInfer and
+torch releases it pins, and the do-this block; :func:`version_facts` turns them into the ``{name}``
+fields the rules' ``why`` texts use; :func:`compute` answers the rules' ``compute:`` kinds that
+depend on the release (``install``, ``moe_backend``, ``avoid_backends``, ``arch_list``,
+``env_vars``, ``dense_gemm``, ``attention``, ``kv_cache``, ``mtp``, ``cuda_graphs``, ``allreduce``,
+``jit_cache``); :func:`backend_items` gives one row per ``--moe-backend`` choice of the release.
+
+A rule whose ``needs`` names a flag or variable the release lacks is left out, so a flag or variable
+the release lacks never appears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .dothis import CHECK_ADAPTERS, DoThis, build
+from .setup import GPU, Setup
+
+
+@dataclass
+class Context:
+    gpu: GPU
+    setup: Setup
+    vllm: object  # VllmRecord
+    flashinfer: object | None  # FlashInferRecord of the pinned release
+    block: DoThis
+
+    @property
+    def version(self) -> str:
+        return self.vllm.version
+
+
+def context(gpu: GPU, setup: Setup, vllm: str | None = None) -> Context:
+    """The release context of the guide (module docstring).
+
+    Raises:
+        ValueError: ``vllm: ...`` for an unrecorded release.
+    """
+    from .. import upstream
+
+    block = build(gpu, setup, vllm)
+    rec = upstream.load("vllm", block.vllm)
+    try:
+        fi = upstream.load("flashinfer-python", block.flashinfer)
+    except ValueError:
+        fi = None
+    return Context(gpu, setup, rec, fi, block)
+
+
+def record_path(dist: str, version: str) -> str:
+    return f"data/upstream/{dist}-{version}.json"
+
+
+def _url(rec, anchor) -> str:
+    if rec is None or anchor is None:
+        return "not read"
+    try:
+        return rec.source_url(anchor)
+    except ValueError:
+        return f"{anchor.file}:{anchor.line}"
+
+
+def _fact(rec, key: str) -> str:
+    """``<url>`` of a recorded text fact, or ``absent in <dist> <version>``."""
+    f = (getattr(rec, "facts", None) or {}).get(key)
+    if f is None:
+        return "not recorded"
+    if not f.found or f.anchor is None:
+        return f"absent in {rec.dist} {rec.version}"
+    return _url(rec, f.anchor)
+
+
+def _arch(fi, cap: str, cuda: str, env: str | None = None) -> str:
+    for r in getattr(fi, "arch_list", None) or []:
+        if r.capability == cap and r.cuda == cuda and (r.env_arch_list or None) == env:
+            return r.result
+    return "not recorded"
+
+
+def version_facts(ctx: Context) -> dict[str, str]:
+    """The ``{name}`` fields of the rules that depend on the release (module docstring)."""
+    v, fi, b = ctx.vllm, ctx.flashinfer, ctx.block
+    out = {
+        "vllm": v.version, "flashinfer": b.flashinfer, "torch": b.torch, "cuda": b.cuda,
+        "vllm_record": record_path("vllm", v.version),
+        "fi_record": record_path("flashinfer-python", b.flashinfer),
+        "install": b.install, "moe_backend": b.moe_backend,
+    }
+    for cap, tag in (("12.0", "120"), ("12.1", "121")):
+        for cuda in ("12.8", "12.9", "13.0"):
+            out[f"fi_arch_{tag}_{cuda.replace('.', '_')}"] = _arch(fi, cap, cuda)
+        out[f"fi_arch_{tag}_bare"] = _arch(fi, cap, "13.0", cap)
+    out["fi_arch_src"] = _url(fi, getattr(fi, "arch_list_anchor", None))
+    jit = getattr(fi, "jit_load_order", None)
+    if jit is None or jit.aot_before_jit is None:
+        out["fi_aot"] = f"FlashInfer {b.flashinfer}: load order not recorded"
+    elif jit.aot_before_jit:
+        out["fi_aot"] = (f"FlashInfer {b.flashinfer} loads an installed flashinfer-jit-cache module before any JIT "
+                         f"build ({_url(fi, jit.aot_anchor)}), so a patched source never takes effect while that "
+                         "package is installed; clearing the JIT cache does not change that")
+    else:
+        out["fi_aot"] = (f"FlashInfer {b.flashinfer} builds from source on first use and checks no AOT package first "
+                         f"({_url(fi, jit.build_anchor)})")
+    out["fi_cache_key"] = (", ".join(jit.cache_dir_key) + f" ({_url(fi, jit.cache_dir_anchor)})"
+                           if jit is not None and jit.cache_dir_key else "not recorded")
+    out["nvfp4_auto"] = " -> ".join(v.nvfp4_auto_order) or "not readable"
+    out["nvfp4_auto_src"] = _url(v, v.nvfp4_auto_anchor)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# rule filters and computed values
+
+
+def has(ctx: Context, needs: dict | None) -> bool:
+    """Whether the release has every flag (``vllm_flags``) and variable (``vllm_env``) a rule names,
+    and lacks every one under ``vllm_lacks``."""
+    needs = needs or {}
+    flags, env = ctx.vllm.serve_flags, ctx.vllm.env_vars
+    return (all(f in flags for f in needs.get("vllm_flags", []))
+            and all(e in env for e in needs.get("vllm_env", []))
+            and not any(x in flags or x in env for x in needs.get("vllm_lacks", [])))
+
+
+def _choices(ctx: Context, flag: str) -> list[str] | None:
+    f = ctx.vllm.serve_flags.get(flag)
+    return None if f is None else f.choices
+
+
+def compute(kind: str, ctx: Context) -> tuple[str, str]:
+    """``(value, extra why)`` of a release-dependent rule (module docstring).
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    v, b = ctx.vllm, ctx.block
+    if kind == "install":
+        return b.install, ""
+    if kind == "moe_backend":
+        flag = f"--moe-backend {b.moe_backend}" if b.moe_backend != "auto" else "auto (no --moe-backend flag)"
+        return flag, b.moe_backend_why
+    if kind == "arch_list":
+        ex = [e for e in b.exports if e.name == "FLASHINFER_CUDA_ARCH_LIST"]
+        return (ex[0].value if ex else "leave unset"), ""
+    if kind == "avoid_backends":
+        bad = [m for m in v.moe_backends if m.sm12x.value == "rejects"]
+        names = ", ".join(m.name for m in bad) or "none rejected by their own checks"
+        return names, ("Each of these refuses capability 12.x in its own support check in vLLM "
+                       f"{v.version}: " + "; ".join(f"{m.name} ({_url(v, m.sm12x_anchor)})" for m in bad[:6]) + "."
+                       if bad else "")
+    if kind == "env_vars":
+        return "none needed", ""
+    if kind == "dense_gemm":
+        d = v.dense_nvfp4_gemm
+        if d.flag is not None:
+            ch = f" ({', '.join(d.flag.choices)})" if d.flag.choices else ""
+            return f"{d.flag.name} auto{ch}", f"vLLM {v.version} chooses it with {d.flag.name} ({_url(v, d.flag.anchor)})."
+        if d.env is not None:
+            ch = f" ({', '.join(d.env.choices)})" if d.env.choices else ""
+            return f"{d.env.name} unset{ch}", f"vLLM {v.version} chooses it with {d.env.name} ({_url(v, d.env.anchor)})."
+        return "not configurable in this release", ""
+    if kind == "attention":
+        order = v.attention_priority_cuda
+        seq = order.get("sm12x") or order.get("default") or next(iter(order.values()), [])
+        return "auto", (f"vLLM {v.version} tries {' -> '.join(seq)} on CUDA ({_url(v, v.attention_priority_anchor)})."
+                        if seq else "")
+    if kind == "kv_cache":
+        ch = _choices(ctx, "--kv-cache-dtype")
+        return f"--kv-cache-dtype {ctx.setup.kv_cache_dtype}", (f"vLLM {v.version}'s choices: {', '.join(ch)}." if ch else "")
+    if kind == "cuda_graphs":
+        for flag in ("--max-cudagraph-capture-size", "--cuda-graph-sizes", "--max-seq-len-to-capture"):
+            if flag in v.serve_flags:
+                return f"default ({flag})", f"vLLM {v.version} sets the largest captured batch with {flag}."
+        return "default", ""
+    if kind == "jit_cache":
+        jit = getattr(ctx.flashinfer, "jit_load_order", None)
+        if jit is not None and jit.aot_before_jit:
+            return "pip uninstall flashinfer-jit-cache before patching FlashInfer, then clear the JIT cache", ""
+        return "clear the JIT cache after patching FlashInfer (sm120lab patch apply --clear-jit-cache)", ""
+    raise ValueError(f"compute: unknown release-dependent kind {kind!r}")
+
+
+@lru_cache(maxsize=1)
+def _published_backends(path: str, mtime: float) -> dict:
+    import yaml
+
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    return {b["name"]: b for b in doc.get("backends", []) if isinstance(b, dict) and "name" in b}
+
+
+def published_backends() -> dict:
+    """``data/published/backends.yaml`` by backend name."""
+    from ..paths import data_dir
+
+    p = data_dir() / "published" / "backends.yaml"
+    return _published_backends(str(p), p.stat().st_mtime) if p.exists() else {}
+
+
+def backend_rows(ctx: Context) -> list[dict]:
+    """One row per NVFP4 ``--moe-backend`` choice of the release: whether its own check accepts
+    SM12x, what public reports say on SM12x (with links), known failure modes, how to check it here."""
+    pub = published_backends()
+    sm = "121" if ctx.gpu is GPU.DGX_SPARK else "120"
+    rows = []
+    for m in ctx.vllm.moe_backends:
+        if m.formats and "nvfp4" not in m.formats:
+            continue
+        p = pub.get(m.name, {})
+        reports = [r for r in p.get("reports", []) if sm in {str(x) for x in r.get("sm", [])} or not r.get("sm")]
+        outcomes = {}
+        for r in reports:
+            outcomes[r.get("outcome", "unknown")] = outcomes.get(r.get("outcome", "unknown"), 0) + 1
+        rows.append({
+            "name": m.name,
+            "sm12x": m.sm121.value if ctx.gpu is GPU.DGX_SPARK else m.sm12x.value,
+            "check": _url(ctx.vllm, m.sm12x_anchor),
+            "auto": m.auto_order if m.auto_selected else None,
+            "reports": [{k: r.get(k) for k in ("url", "date", "gpu", "outcome", "tok_s", "summary")} for r in reports],
+            "outcomes": outcomes,
+            "failure_modes": [{"what": f.get("what"), "url": f.get("url")} for f in p.get("failure_modes", [])],
+            "check_here": ([f"sm120lab check --preset {ctx.setup.model} --device cuda --backend {a}"
+                            for a in CHECK_ADAPTERS.get(m.name, ())] or ["no adapter in sm120lab check yet"]),
+        })
+    return rows
