@@ -232,7 +232,11 @@ def choose_moe_backend(gpu: GPU, setup: Setup, offered: dict) -> tuple[str, str,
     best = min(usable, key=rank)
     name = best["vllm_moe_backend"]
     same = [r for r in usable if rank(r)[:2] == rank(best)[:2]]
-    others = sorted({f"{r['vllm_moe_backend']} {r['per_user_tok_s']:.3g}" for r in same if r["vllm_moe_backend"] != name})
+    top: dict[str, float] = {}
+    for r in same:
+        if r["vllm_moe_backend"] != name:
+            top[r["vllm_moe_backend"]] = max(top.get(r["vllm_moe_backend"], 0.0), float(r["per_user_tok_s"]))
+    others = [f"{k} {v:.3g}" for k, v in sorted(top.items(), key=lambda kv: -kv[1])]
     why = (f"{name}: the fastest published correct result on {best['gpu']} at {best['concurrency']} user(s): "
            f"{best['per_user_tok_s']:.3g} tok/s per user ({best['backend']}, {best['source']})"
            + (f"; others there: {', '.join(others)} tok/s per user" if others else "") + ".")
@@ -252,6 +256,16 @@ def _arch_list_value(fi_rec, gpu: GPU, cuda: str) -> tuple[str | None, str]:
         if r.capability == cap and r.cuda == cuda and not r.env_arch_list:
             return r.result, r.case
     return None, ""
+
+
+def recipe_flags(checkpoint: str) -> list[str]:
+    """The ``vllm serve`` flags of the vLLM recipe for ``checkpoint`` (data/published/recipes.yaml)."""
+    from .facts import _published_yaml
+
+    for r in _published_yaml("recipes.yaml").get("recipes", []):
+        if r.get("checkpoint") == checkpoint:
+            return [str(f) for f in r.get("flags") or []]
+    return []
 
 
 def _patch_covers(patch_id: str, flashinfer_version: str) -> bool:
@@ -318,15 +332,17 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     if name != "auto":
         wanted.append(("--moe-backend", name))
     wanted += [("--kv-cache-dtype", setup.kv_cache_dtype), ("--max-model-len", str(setup.max_model_len))]
+    if "--trust-remote-code" in recipe_flags(ckpt):
+        wanted.append(("--trust-remote-code", None))
     for flag, value in wanted:
         f = rec.serve_flags.get(flag)
         if f is None:
             notes.append(f"vLLM {version} has no {flag}; left out.")
             continue
-        if f.choices is not None and value not in f.choices:
+        if value is not None and f.choices is not None and value not in f.choices:
             problems.append(f"{flag} {value}: not one of vLLM {version}'s choices {f.choices}")
             continue
-        serve += [flag, value]
+        serve += [flag] if value is None else [flag, value]
 
     if name in STAGE_COUNT_BACKENDS and fi_v and _patch_covers(STAGE_COUNT_PATCH, fi_v):
         aot = fi_rec is not None and fi_rec.jit_load_order.aot_before_jit

@@ -13,6 +13,7 @@ the release lacks never appears.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -109,6 +110,116 @@ def version_facts(ctx: Context) -> dict[str, str]:
                            if jit is not None and jit.cache_dir_key else "not recorded")
     out["nvfp4_auto"] = " -> ".join(v.nvfp4_auto_order) or "not readable"
     out["nvfp4_auto_src"] = _url(v, v.nvfp4_auto_anchor)
+    out["spawn_src"] = _fact(v, "spawn_when_cuda_initialized")
+    cumem = (v.facts or {}).get("nccl_cumem_forced_off")
+    out["cumem_state"] = (f"still sets it itself ({_url(v, cumem.anchor)})" if cumem is not None and cumem.found
+                          else "no longer sets it (not found in its sources)")
+    warn = _fact(v, "unknown_env_var_only_warns")
+    if "VLLM_NVFP4_GEMM_BACKEND" in v.env_vars:
+        out["gemm_env_state"] = (f"VLLM_NVFP4_GEMM_BACKEND exists in vLLM {v.version} "
+                                 f"({_url(v, v.env_vars['VLLM_NVFP4_GEMM_BACKEND'])}): leave it unset unless the "
+                                 "dense-GEMM item says otherwise.")
+    else:
+        flag = v.dense_nvfp4_gemm.flag.name if v.dense_nvfp4_gemm.flag is not None else "no"
+        out["gemm_env_state"] = (f"vLLM {v.version} has no VLLM_NVFP4_GEMM_BACKEND: setting it only draws an "
+                                 f"unknown-variable warning ({warn}); the dense backend is chosen with the {flag} flag.")
+    out.update(_allreduce_facts(ctx))
+    out.update(_recipe_facts(ctx))
+    out["pin_history"] = pin_history()
+    return out
+
+
+_SM120LAB_CMD = re.compile(r"(sm120lab|pip) [^;)`]*")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+_ENV = re.compile(r"\bVLLM_[A-Z0-9_]+\b")
+
+
+def missing_mentions(text: str, ctx: Context) -> list[str]:
+    """The ``--flags`` and ``VLLM_*`` variables ``text`` names that the release lacks
+    (``sm120lab ...`` and ``pip ...`` commands are not vLLM's and are skipped)."""
+    text = _SM120LAB_CMD.sub("", text)
+    flags, env = ctx.vllm.serve_flags, ctx.vllm.env_vars
+    return sorted({f for f in _FLAG.findall(text) if f not in flags} | {e for e in _ENV.findall(text) if e not in env})
+
+
+def pin_history() -> str:
+    """``vLLM 0.17.0 pins flashinfer-python 0.6.4, ...`` for every recorded release where the pin changes."""
+    from .. import upstream
+
+    parts, last = [], None
+    for ver in upstream.versions("vllm"):
+        rec = upstream.load("vllm", ver)
+        pin = (rec.pins.get("flashinfer-python", "?"), rec.pins.get("torch", "?"))
+        if pin != last:
+            parts.append(f"{ver}: flashinfer-python{pin[0]}, torch{pin[1]}")
+        last = pin
+    return "Pins by release (where they change): " + "; ".join(parts) + "."
+
+
+def _allreduce_facts(ctx: Context) -> dict[str, str]:
+    from .facts import allreduce_latency_us
+
+    v, tp = ctx.vllm, ctx.setup.tp
+    off = _fact(v, "custom_allreduce_off_over_two_pcie_gpus")
+    ipc = "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC" in v.env_vars
+    lat, lat_text = allreduce_latency_us(ctx.gpu.value)
+    if tp == 1:
+        return {"allreduce_value": "not used (TP1)", "allreduce_why": "No tensor parallelism, no all-reduce."}
+    if tp == 2:
+        value = "vLLM's custom all-reduce may run (needs PCIe peer-to-peer access between the two GPUs)"
+    else:
+        value = "off: NCCL carries every all-reduce" + (
+            " (opt-in: VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1, unverified)" if ipc else "")
+    why = (f"vLLM {v.version}'s custom all-reduce turns itself off above two PCIe-only GPUs ({off}); "
+           f"at TP{tp} that is {'not' if tp == 2 else ''} the case. "
+           + (f"vLLM {v.version} has the opt-in VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC "
+              f"({_url(v, v.env_vars['VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC'])}). " if ipc else
+              f"vLLM {v.version} has no VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC. ")
+           + (f"Each all-reduce costs about {lat_text}; the ceiling counts it." if lat else ""))
+    return {"allreduce_value": value, "allreduce_why": " ".join(why.split())}
+
+
+def _published_yaml(name: str) -> dict:
+    from .facts import _published_yaml as load
+
+    return load(name)
+
+
+def _recipe_facts(ctx: Context) -> dict[str, str]:
+    """MTP, KV-cache and dense-GEMM facts from ``data/published/recipes.yaml`` for the checkpoint."""
+    import json
+
+    from packaging.version import Version
+
+    from .facts import checkpoint_of
+
+    doc = _published_yaml("recipes.yaml")
+    ckpt = checkpoint_of(ctx.setup.model)
+    recipe = next((r for r in doc.get("recipes", []) if r.get("checkpoint") == ckpt), None)
+    out = {}
+    if recipe and recipe.get("spec_decode"):
+        sd = recipe["spec_decode"]
+        cfg = json.dumps({"method": sd["method"], "num_speculative_tokens": sd["num_speculative_tokens"]},
+                         separators=(",", ":"))
+        out["mtp_flag"] = f"--speculative-config '{cfg}'"
+        out["mtp_why"] = (f"The vLLM recipe for {ckpt} offers MTP with {sd['num_speculative_tokens']} speculative "
+                          f"tokens as an opt-in.")
+        out["mtp_source"] = recipe["url"]
+    else:
+        out["mtp_flag"] = "no recipe recorded for this checkpoint"
+        out["mtp_why"] = f"No vLLM recipe with speculative decoding recorded for {ckpt}."
+        out["mtp_source"] = "data/published/recipes.yaml"
+    out["recipe_kv"] = (f"The vLLM recipe for {ckpt} sets --kv-cache-dtype fp8 too ({recipe['url']})."
+                        if recipe and "fp8" in (recipe.get("flags") or []) else "")
+    probs = []
+    v = ctx.vllm
+    for d in doc.get("dense_gemm", []):
+        if not missing_mentions(d["what"], ctx):  # a report naming a flag this release lacks is left out
+            probs.append(f"{d['what']} ({d['url']})")
+    if "VLLM_DISABLED_KERNELS" in v.env_vars and Version(v.version) <= Version("0.29.0"):
+        probs.append(f"vLLM {v.version} is at or before the fixed ordering: the workaround "
+                     "VLLM_DISABLED_KERNELS=FlashInferCuteDslNvFp4W4A16LinearKernel exists in it.")
+    out["dense_problems"] = " ".join(probs[:5]) or "none recorded"
     return out
 
 
@@ -165,7 +276,8 @@ def compute(kind: str, ctx: Context) -> tuple[str, str]:
         return "not configurable in this release", ""
     if kind == "attention":
         order = v.attention_priority_cuda
-        seq = order.get("sm12x") or order.get("default") or next(iter(order.values()), [])
+        seq = order.get("sm121" if ctx.gpu is GPU.DGX_SPARK else "sm120") or order.get("sm120") or next(
+            iter(order.values()), [])
         return "auto", (f"vLLM {v.version} tries {' -> '.join(seq)} on CUDA ({_url(v, v.attention_priority_anchor)})."
                         if seq else "")
     if kind == "kv_cache":
@@ -207,7 +319,7 @@ def backend_rows(ctx: Context) -> list[dict]:
     sm = "121" if ctx.gpu is GPU.DGX_SPARK else "120"
     rows = []
     for m in ctx.vllm.moe_backends:
-        if m.formats and "nvfp4" not in m.formats:
+        if "nvfp4" not in m.formats:
             continue
         p = pub.get(m.name, {})
         reports = [r for r in p.get("reports", []) if sm in {str(x) for x in r.get("sm", [])} or not r.get("sm")]
