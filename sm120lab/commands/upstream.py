@@ -1,0 +1,136 @@
+"""``sm120lab upstream``: facts read from the real vLLM / FlashInfer / torch wheels, per version.
+
+    sm120lab upstream record vllm 0.34.0 [--wheel PATH] [--force]
+    sm120lab upstream record-all [--force]
+    sm120lab upstream show vllm 0.34.0 [--json]
+    sm120lab upstream check-install vllm==0.33.0 flashinfer-python==0.7.2.post1
+
+``record`` reads one wheel (downloaded once into the cache, or ``--wheel``) and writes
+``data/upstream/<dist>-<version>.json``; an existing different record is kept unless ``--force``.
+``check-install`` runs pip's resolver offline over stub wheels of the recorded metadata (exit 1 when pip
+refuses). See notes/upstream.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("upstream", help="facts read from the real vLLM/FlashInfer/torch wheels, per version",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = p.add_subparsers(dest="upstream_command", metavar="ACTION")
+    r = s.add_parser("record", help="read one dist-version and write its record")
+    r.add_argument("dist", help="vllm | flashinfer-python | torch | b12x | flashinfer-cubin | ...")
+    r.add_argument("version", help="an exact version, e.g. 0.34.0")
+    r.add_argument("--wheel", help="read this .whl instead of downloading")
+    r.add_argument("--force", action="store_true", help="replace an existing record that differs")
+    r.set_defaults(func=run_record)
+    a = s.add_parser("record-all", help="record every version the workbook keeps")
+    a.add_argument("--force", action="store_true", help="replace existing records that differ")
+    a.set_defaults(func=run_record_all)
+    w = s.add_parser("show", help="print one record")
+    w.add_argument("dist")
+    w.add_argument("version")
+    w.add_argument("--json", action="store_true", help="the whole record as JSON")
+    w.set_defaults(func=run_show)
+    c = s.add_parser("check-install", help="does pip install these together? (offline, recorded metadata)")
+    c.add_argument("requirements", nargs="+", help="PEP 508 requirements, e.g. vllm==0.33.0")
+    c.set_defaults(func=run_check)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def run_record(args: argparse.Namespace) -> int:
+    from packaging.version import InvalidVersion, Version
+
+    from ..pypi_wheels import WheelUnavailable
+    from ..upstream import recorder
+
+    try:
+        Version(args.version)
+    except InvalidVersion:
+        raise SystemExit(f"version: expected an exact version like 0.34.0, got {args.version!r}") from None
+    try:
+        rec, status = recorder.record(args.dist, args.version, wheel=args.wheel, force=args.force)
+    except (WheelUnavailable, recorder.Unpublished, FileNotFoundError) as exc:
+        raise SystemExit(f"{args.dist} {args.version}: {exc}") from None
+    path = recorder.store.record_path(rec.dist, rec.version)
+    if status == "differs":
+        print(f"{path}: an earlier record differs from this reading; kept it (pass --force to replace)",
+              file=sys.stderr)
+        return 1
+    print(f"{rec.dist} {rec.version}: {status} {path}")
+    return 0
+
+
+def run_record_all(args: argparse.Namespace) -> int:
+    from ..upstream import recorder
+
+    summary = recorder.record_all(force=args.force)
+    print(f"written {len(summary['written'])}, unchanged {len(summary['unchanged'])}, "
+          f"kept (differs) {len(summary['differs'])}, not on PyPI {len(summary['unavailable'])}")
+    return 1 if summary["differs"] else 0
+
+
+def _show_vllm(rec) -> None:
+    print("pins: " + ", ".join(f"{k}{v}" for k, v in rec.pins.items() if k in ("flashinfer-python", "torch")))
+    print(f"--moe-backend: {'yes' if rec.moe_backend_flag else 'no'}")
+    for b in rec.moe_backends:
+        if "nvfp4" not in b.formats:
+            continue
+        auto = f"auto #{b.auto_order}" if b.auto_selected else "opt-in"
+        where = f"{b.sm12x_anchor.file}:{b.sm12x_anchor.line}" if b.sm12x_anchor else "-"
+        print(f"  {b.name:<28} SM12x {b.sm12x.value:<8} {auto:<8} {where}")
+    dense = rec.dense_nvfp4_gemm
+    for knob in (dense.env, dense.flag):
+        if knob is not None:
+            print(f"dense NVFP4 GEMM: {knob.kind} {knob.name} = {' | '.join(knob.choices or ['?'])}")
+    print(f"attention on SM120: {' > '.join(rec.attention_priority_cuda.get('sm120', []))}")
+    print(f"env vars: {len(rec.env_vars)}, serve flags: {len(rec.serve_flags)}")
+    for k, f in rec.facts.items():
+        print(f"  {k}: {'yes' if f.found else 'no'}" + (f" ({f.anchor.file}:{f.anchor.line})" if f.anchor else ""))
+
+
+def _show_flashinfer(rec) -> None:
+    for a in rec.arch_list:
+        print(f"  arch list {a.case:<20} {a.result}")
+    j = rec.jit_load_order
+    print(f"AOT before JIT: {j.aot_before_jit}; JIT cache keyed by {', '.join(j.cache_dir_key)}")
+    print(f"FLASHINFER_* env vars: {len(rec.env_vars)}")
+    for k, f in rec.facts.items():
+        print(f"  {k}: {'yes' if f.found else 'no'}" + (f" ({f.anchor.file}:{f.anchor.line})" if f.anchor else ""))
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from .. import upstream
+
+    try:
+        rec = upstream.load(args.dist, args.version)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    if args.json:
+        print(json.dumps(rec.model_dump(mode="json"), indent=2))
+        return 0
+    print(f"{rec.dist} {rec.version}  ({rec.wheel.filename}, sha256 {rec.wheel.sha256[:12]}...)")
+    print(f"recorded by: {rec.command}")
+    print(f"requires-python: {rec.requires_python}")
+    if rec.kind == "vllm":
+        _show_vllm(rec)
+    elif rec.kind == "flashinfer":
+        _show_flashinfer(rec)
+    else:
+        print("requires-dist:\n  " + "\n  ".join(rec.requires_dist))
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from ..upstream import check_install
+
+    try:
+        res = check_install(args.requirements)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    print(("installs together: " if res.ok else "does NOT install together: ") + res.detail)
+    return 0 if res.ok else 1
