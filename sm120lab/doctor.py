@@ -387,6 +387,13 @@ def render(report: dict[str, Any], console=None) -> None:
                          f"harmful-applied {p['harmful_applied'] or 'none'}")
         else:
             lines.append(f"patches    {label}: {p.get('reason')}")
+    g = report.get("guide") or {}
+    if "error" in g:
+        lines.append(f"guide      not available: {g['error']}")
+    elif g:
+        lines.append(f"guide      {g['gpu']}: vLLM {g['vllm']} + FlashInfer {g['flashinfer-python']} + torch {g['torch']}, "
+                     f"--moe-backend {g['moe_backend']}, FLASHINFER_CUDA_ARCH_LIST={g['FLASHINFER_CUDA_ARCH_LIST']} "
+                     "(sm120lab recommend)")
     for line in lines:
         console.print(line, markup=False)
     colors = {"yes": "green", "no": "red", "slow": "yellow", "risky": "yellow", "emulated": "yellow"}
@@ -416,6 +423,21 @@ def render(report: dict[str, Any], console=None) -> None:
         console.print(table)
 
 
+def guide_summary(envinfo: dict | None = None) -> dict[str, Any]:
+    """The decision guide's answer for this machine's GPU (or the RTX PRO 6000 off SM12x): the same
+    block `sm120lab recommend` opens with, reduced to what doctor prints."""
+    from .recommend import answer_block
+
+    try:
+        b = answer_block(machine=envinfo)
+    except (ValueError, OSError) as exc:
+        return {"error": str(exc)}
+    arch = next((e.value for e in b.exports if e.name == "FLASHINFER_CUDA_ARCH_LIST"), None)
+    return {"gpu": b.gpu, "vllm": b.vllm, "flashinfer-python": b.flashinfer, "torch": b.torch,
+            "moe_backend": b.moe_backend, "FLASHINFER_CUDA_ARCH_LIST": arch, "install": b.install,
+            "serve": b.serve_line, "verify": b.verify}
+
+
 def run(json_path: str | None = None, command: str = "sm120lab doctor", *, measure_on: str | None = "auto") -> dict[str, Any]:
     """Gather, judge, measure, and (optionally) write the JSON report atomically.
 
@@ -440,6 +462,7 @@ def run(json_path: str | None = None, command: str = "sm120lab doctor", *, measu
     if device:
         report["measured"] = measure(device)
         report["measured_device"] = device + (f" ({report['facts']['gpu_name']})" if device == "cuda" else "")
+    report["guide"] = guide_summary(report["envinfo"])
     report["command"] = command
     if json_path:
         from .atomic_io import write_json_atomic

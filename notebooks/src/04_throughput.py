@@ -72,7 +72,13 @@ files = bench_files()
 newest = lesson.newest_bench_file(files)
 recorded_gpu = load_gpus(measurements=False)
 efficiency = {T: lesson.kernel_efficiency(newest, tokens=T, gpu=gpu_specs["h200"]) for T in (1, 4)} if newest else {}
-prediction = {T: lesson.predict_with_kernel(cfg, seed_spec, plan, eff["eta"], tp=2, pp=2, batch=T, context=context_len)
+# The decision guide's one answer for guide_gpu (its default setup): the ceiling it states counts the
+# checkpoint's own FP4/16-bit split and the cited PCIe all-reduce latency; every headline below uses it.
+guide = recommend.answer(guide_gpu)
+gs = guide.setup
+prediction = {T: lesson.predict_with_kernel(get_model(gs.model), gpu_specs[guide_gpu], guide.ceiling.precision,
+                                            eff["eta"], tp=gs.tp, pp=gs.pp, batch=T, context=gs.context,
+                                            collective_latency_us=guide.ceiling.latency_us)
               for T, eff in efficiency.items() if eff}
 
 # Measure here: a short sweep on this machine's GPU, written into this run's folder (never into data/).
@@ -83,16 +89,19 @@ live, live_why = (None, "measure=False") if not measure else lesson.live_sweep(
 
 marlin1, fi1, fi1a = (lesson.seed_value(seed, b, 1, "tok_s") for b in
                       ("Marlin", "FlashInfer CUTLASS 120f", "FlashInfer CUTLASS 120a"))
-ceil1 = lesson.seed_value(seed, "Marlin", 1, "ceiling_linear-quantized")
-at1, at64 = seed_ceiling.iloc[0], seed_ceiling.iloc[-1]
+ceil1 = guide.ceiling.per_user_tok_s
+at64 = seed_ceiling.iloc[-1]
+setup_name = f"{gs.n_gpus}x {guide_gpu}, {gs.model}, TP{gs.tp} PP{gs.pp}, {gs.users} user(s)"
 box = [
-    Answer("decode ceiling of the seed's setup (4x RTX PRO 6000, TP2 PP2, 1 user)", f"{ceil1:.0f} tok/s", Status.info,
-           f"{step_cost(cfg, plan, 1, context_len).total_bytes / 1e9:.1f} GB per token through "
-           f"{seed_spec.mem_bw_GBps:g} GB/s per GPU ({at1['bandwidth']}); {at1['bound']}-bound"),
+    Answer("what to run (the decision guide's do-this block)", guide.block.serve_line, Status.info,
+           f"{guide.block.install}; verify: {guide.block.verify}"),
+    Answer(f"decode ceiling of {setup_name}", f"{ceil1:.0f} tok/s", Status.info,
+           f"{guide.ceiling.counted}; {guide.ceiling.ceiling.bound}-bound; all-reduce latency "
+           f"{guide.ceiling.latency_us:g} us each (without it: {guide.ceiling.without_latency.per_user_tok_s:.0f} tok/s)"),
     Answer("the seed's backends, as a share of that ceiling",
            f"Marlin {marlin1:.1f} = {100 * marlin1 / ceil1:.0f}%, FlashInfer CUTLASS 120f {fi1:.1f} = "
            f"{100 * fi1 / ceil1:.0f}%, 120a {fi1a:.2f} = {100 * fi1a / ceil1:.0f}%", Status.warn,
-           "published per-user tok/s (flashinfer#2723) over the ceiling; section 4"),
+           "published per-user tok/s (flashinfer#2723) over the guide's ceiling; section 4"),
     Answer(f"{cfg.name} {weight_format} fits on 4x RTX PRO 6000 TP2 PP2", "yes" if at64["fits"] else "NO",
            Status.ok if at64["fits"] else Status.bad,
            f"{at64['GB_held_per_gpu']:.1f} GB of {at64['mem_GB']:g} GB per GPU at 64 users x {context_len} tokens "
@@ -109,7 +118,7 @@ else:
                       f"{live_why}; the recorded H200 sweep is shown in section 6, not recorded as this run's"))
 if prediction:
     p1, e1 = prediction[1], efficiency[1]
-    box.append(Answer("prediction: the seed's setup with this project's Triton MoE kernel (1 user)",
+    box.append(Answer(f"prediction: {setup_name} with this project's Triton MoE kernel",
                       f"{p1['predicted_tok_s']:.0f} tok/s = {p1['pct_of_ceiling']:.0f}% of the ceiling "
                       f"(Marlin: {100 * marlin1 / ceil1:.0f}%)", Status.info,
                       f"PREDICTION, unverified on SM120 hardware: MoE layers at the {100 * e1['eta']:.0f}% of their "
@@ -431,7 +440,7 @@ else:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(textwrap.fill(lesson.gap_paragraph(seed, cfg, plan, context_len), 110))
+print(textwrap.fill(lesson.gap_paragraph(seed, cfg, plan, context_len, guide_ceiling=ceil1), 110))
 
 # %%
 _ = results.record("04_throughput", {
@@ -461,5 +470,6 @@ _ = results.record("04_throughput", {
 # %%
 # NBVAL_IGNORE_OUTPUT
 guide_topics = ['throughput', 'backend']
-recommend.show(recommend.section(recommend.guide(guide_gpu), guide_topics),
+print(guide.block.to_text(110))
+recommend.show(recommend.section(guide.items, guide_topics),
                title=f"decision guide for {guide_gpu}: {', '.join(guide_topics)}")

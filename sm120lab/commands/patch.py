@@ -195,6 +195,25 @@ def _short(path: str) -> str:
     return path if len(path) <= 44 else ".../" + "/".join(parts[-2:])
 
 
+def _guide_settings(tree, settings: list[dict]) -> list[dict]:
+    """The spec settings with FLASHINFER_CUDA_ARCH_LIST set to the decision guide's value for this
+    FlashInfer release (``sm120lab.recommend.arch_list_for``: the release's own arch-list logic on an
+    RTX PRO 6000 with CUDA 13.0), so `patch status` and `recommend` never disagree."""
+    from ..recommend import arch_list_for
+
+    out = []
+    for s in settings:
+        env = dict(s["env"])
+        if "FLASHINFER_CUDA_ARCH_LIST" in env and tree.package.startswith("flashinfer"):
+            value = arch_list_for(tree.version)
+            if value:
+                env["FLASHINFER_CUDA_ARCH_LIST"] = value
+                s = {**s, "purpose": f"{s['purpose']} (value from sm120lab recommend for FlashInfer {tree.version}: "
+                                     "what its own arch-list logic picks on SM 12.0 with CUDA 13.0)"}
+        out.append({**s, "env": env})
+    return out
+
+
 def _status(console, tree, specs, args, audit) -> int:
     from rich.table import Table
 
@@ -211,7 +230,8 @@ def _status(console, tree, specs, args, audit) -> int:
         for r in rows:
             console.print(f"\n[bold]{r['id']}[/bold] ({r['classification']}): {r['purpose']}")
             console.print(r["evidence"], markup=False)
-    for s in audit.settings_rows(specs):
+    settings = _guide_settings(tree, audit.settings_rows(specs))
+    for s in settings:
         env = " ".join(f"{k}={v}" for k, v in s["env"].items())
         rep = f" (replaces {', '.join(s['replaces'])})" if s["replaces"] else ""
         console.print(f"setting {s['id']}: {env}{rep}: {s['purpose']}", markup=False)
@@ -224,7 +244,7 @@ def _status(console, tree, specs, args, audit) -> int:
 
         try:
             write_json_atomic(args.json, {"package": tree.package, "version": tree.version, "root": str(tree.root),
-                                          "rows": rows, "settings": audit.settings_rows(specs),
+                                          "rows": rows, "settings": settings,
                                           "command": command_line("sm120lab", getattr(args, "argv", None)), "env": collect()})
         except OSError as exc:
             print(f"--json: cannot write {args.json} ({exc.strerror or exc}); expected a writable file path",

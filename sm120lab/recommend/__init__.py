@@ -27,9 +27,9 @@ from .core import (
     sm120_runs,
     to_json,
 )
-from .dothis import DoThis, answer_block, build
+from .dothis import DoThis, answer_block, arch_list_for, build
 from .render import show, to_markdown
 from .setup import GPU, Fit, Setup, fit, resolve_setup
 
-__all__ = ["Answer", "DoThis", "answer", "answer_block", "build", "Evidence", "Fit", "GPU", "Item", "RunFolder", "Setup", "Topic", "UNVERIFIED", "coverage", "evidence_of", "fit",
+__all__ = ["Answer", "DoThis", "answer", "answer_block", "arch_list_for", "build", "Evidence", "Fit", "GPU", "Item", "RunFolder", "Setup", "Topic", "UNVERIFIED", "coverage", "evidence_of", "fit",
            "guide", "load_rules", "resolve_setup", "section", "show", "sm120_runs", "to_json", "to_markdown"]

@@ -315,6 +315,7 @@ class Answer:
     block: Any  # sm120lab.recommend.dothis.DoThis
     items: list[Item]
     backends: list[dict]
+    ceiling: Any = None  # sm120lab.recommend.facts.CeilingAnswer of the setup
 
     def to_json(self) -> dict:
         return to_json(self.items, gpu=self.gpu, setup=self.setup.to_dict(), block=self.block,
@@ -368,7 +369,10 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
     rows = backend_rows(ctx)
     for row in rows:
         items.append(backend_item(row, ctx))
-    return Answer(gpu=g.value, setup=setup, block=ctx.block, items=items, backends=rows)
+    from .facts import ceiling_of
+
+    return Answer(gpu=g.value, setup=setup, block=ctx.block, items=items, backends=rows,
+                  ceiling=ceiling_of(g.value, setup))
 
 
 def backend_item(row: dict, ctx) -> Item:

@@ -279,6 +279,19 @@ def _patch_covers(patch_id: str, flashinfer_version: str) -> bool:
     return any(p.id == patch_id for p in specs.patches)
 
 
+def arch_list_for(flashinfer_version: str, gpu: str | GPU = GPU.RTX_PRO_6000, cuda: str = CUDA_KNOWN_GOOD) -> str | None:
+    """FLASHINFER_CUDA_ARCH_LIST as the guide sets it for a FlashInfer release: what that release's own
+    arch-list logic picks for ``gpu`` on ``cuda`` (None when the release is not recorded or errors)."""
+    from .. import upstream
+
+    try:
+        rec = upstream.load("flashinfer-python", flashinfer_version)
+    except ValueError:
+        return None
+    value, _case = _arch_list_value(rec, parse_gpu(gpu), cuda)
+    return None if value is None or value.startswith("error") else value
+
+
 def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str | None = None) -> DoThis:
     """The do-this block for ``gpu`` and ``setup`` with vLLM release ``vllm`` (default: newest recorded).
 

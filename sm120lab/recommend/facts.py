@@ -8,8 +8,10 @@ bench file a rule names); :func:`here_notes` compares this machine with the guid
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ..constants import SM120_SMEM_LIMIT
 from ..paths import data_dir, repo_root
@@ -264,9 +266,29 @@ def allreduce_latency_us(gpu: str) -> tuple[float, str]:
                                            f"on {r['n_gpus']}x {r['gpu']} over PCIe ({r['url']})")
 
 
-def ceiling_value(gpu: str, setup) -> tuple[str, str]:
+@dataclass(frozen=True)
+class CeilingAnswer:
+    """The guide's decode ceiling for a setup, and what it counts (one computation for every page)."""
+
+    ceiling: Any             # sm120lab.roofline.Ceiling, with the PCIe all-reduce latency
+    without_latency: Any     # the same without it
+    precision: Any           # sm120lab.roofline.Precision read from the checkpoint
+    counted: str             # "what is FP4, what 16-bit" with the checkpoint's source
+    latency_us: float        # per collective and pipeline hop
+    latency_text: str
+
+    @property
+    def per_user_tok_s(self) -> float:
+        return self.ceiling.per_user_tok_s
+
+
+def ceiling_of(gpu: str, setup) -> CeilingAnswer:
     """Decode ceiling of ``setup`` on ``gpu`` (sm120lab.roofline, datasheet bandwidth), counting the
-    checkpoint's real layer formats and the cited per-collective PCIe latency."""
+    checkpoint's real layer formats and the cited per-collective PCIe latency.
+
+    Raises:
+        ValueError: an unknown model (``model: ...``) or a TP/PP the model refuses.
+    """
     from ..roofline import ceiling, get_gpu, get_model
 
     try:
@@ -277,20 +299,30 @@ def ceiling_value(gpu: str, setup) -> tuple[str, str]:
     prec, counted = checkpoint_precision(ckpt, "fp8" if setup.kv_cache_dtype.startswith("fp8") else "bf16")
     lat, lat_text = allreduce_latency_us(gpu) if setup.n_gpus > 1 else (0.0, "")
     try:
-        c = ceiling(model, get_gpu(gpu), prec, tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context,
-                    collective_latency_us=lat)
-        c0 = ceiling(model, get_gpu(gpu), prec, tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context)
+        kw = dict(tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context)
+        c = ceiling(model, get_gpu(gpu), prec, collective_latency_us=lat, **kw)
+        c0 = ceiling(model, get_gpu(gpu), prec, **kw)
     except ValueError as exc:
         raise ValueError(f"tp/--pp: {exc} ({gpu}, TP{setup.tp} PP{setup.pp})") from None
+    return CeilingAnswer(c, c0, prec, counted, lat, lat_text)
+
+
+def ceiling_value(gpu: str, setup) -> tuple[str, str]:
+    """``(value, extra why)`` of the ceiling item (:func:`ceiling_of`)."""
+    from ..roofline import get_model
+
+    ca = ceiling_of(gpu, setup)
+    c = ca.ceiling
     value = (f"{c.per_user_tok_s:.0f} tok/s per user at {setup.users} user{'s' if setup.users > 1 else ''} "
              f"({setup.model}, {setup.n_gpus}x {gpu}, TP{setup.tp} PP{setup.pp}, {c.bound}-bound)")
     if not c.fits:
         value += f"; does NOT fit: {c.weights_per_gpu_GB:.1f} GB of weights per GPU"
-    n_ar = 2 * model.n_layers if setup.tp > 1 else 0
-    extra = f"Counted as: {counted}."
-    if lat:
+    n_ar = 2 * get_model(setup.model).n_layers if setup.tp > 1 else 0
+    extra = f"Counted as: {ca.counted}."
+    if ca.latency_us:
         extra += (f" Each of the {n_ar} all-reduces per token (2 per layer at TP{setup.tp}) and each pipeline hop "
-                  f"costs {lat_text}; without that latency the ceiling would be {c0.per_user_tok_s:.0f} tok/s.")
+                  f"costs {ca.latency_text}; without that latency the ceiling would be "
+                  f"{ca.without_latency.per_user_tok_s:.0f} tok/s.")
     pub = _published_ratio(gpu, setup, c.per_user_tok_s)
     if pub:
         extra += " " + pub

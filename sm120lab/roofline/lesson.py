@@ -174,12 +174,14 @@ def kernel_efficiency(bench_file: Path, *, tokens: int, gpu: GPUSpec, prefix: st
 
 
 def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta: float, *, tp: int, pp: int,
-                        batch: int, context: int, routing: str = "uniform") -> dict:
+                        batch: int, context: int, routing: str = "uniform", collective_latency_us: float = 0.0) -> dict:
     """Per-user tok/s of ``model`` on TP x PP ``spec`` if its MoE layers ran at ``eta`` of their floor
-    (module docstring). Returns the ceiling, the prediction and the prediction as % of the ceiling."""
+    (module docstring). Returns the ceiling, the prediction and the prediction as % of the ceiling.
+    ``collective_latency_us``: per all-reduce and pipeline hop, as in :func:`~sm120lab.roofline.ceiling`."""
     if not 0 < eta <= 1:
         raise ValueError(f"eta must be in (0, 1], got {eta}")
-    ce = ceiling(model, spec, plan, tp=tp, pp=pp, batch=batch, context=context, routing=routing)
+    ce = ceiling(model, spec, plan, tp=tp, pp=pp, batch=batch, context=context, routing=routing,
+                 collective_latency_us=collective_latency_us)
     micro = ce.micro_batches
     cost = step_cost(model, plan, batch / micro, context, routing=routing)
     t_moe = cost.bytes["routed_experts"] / (tp * pp) / (ce.bandwidth_GBps * 1e9)
@@ -259,9 +261,11 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
     return fig
 
 
-def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int) -> str:
+def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None = None) -> str:
     """What the seed table says against the ceiling, in words, every number computed from ``seed``
-    (:func:`published_vs_ceiling` rows of :func:`seed_rows`) and the model."""
+    (:func:`published_vs_ceiling` rows of :func:`seed_rows`) and the model. ``guide_ceiling``: the
+    decision guide's ceiling for the same setup (checkpoint formats and all-reduce latency counted),
+    quoted beside the bandwidth-only floor of ``plan``."""
     marlin1, fi1 = seed_value(seed, "Marlin", 1, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 1, "tok_s")
     fi1a = seed_value(seed, "FlashInfer CUTLASS 120a", 1, "tok_s")
     marlin4, fi4 = seed_value(seed, "Marlin", 4, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 4, "tok_s")
@@ -270,8 +274,10 @@ def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int) -> st
     ceil1_eo = seed_value(seed, "Marlin", 1, "ceiling_experts-only")
     c1, c4 = step_cost(model, plan, 1, context), step_cost(model, plan, 4, context)
     return (
-        f"At one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode {ceil1:.0f} tok/s "
-        f"({ceil1_eo:.0f} if only the experts are 4-bit): every token must stream its share of the "
+        f"On memory and link bandwidth alone, at one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode "
+        f"{ceil1:.0f} tok/s ({ceil1_eo:.0f} if only the experts are 4-bit)"
+        + (f"; the decision guide's ceiling, which counts the checkpoint's own formats and each all-reduce's "
+           f"latency, is {guide_ceiling:.0f} tok/s" if guide_ceiling else "") + ": every token must stream its share of the "
         f"{c1.total_bytes / 1e9:.1f} GB it touches through each GPU's memory, and PP2 does not shorten that chain. "
         f"Marlin's {marlin1:.1f} tok/s is {100 * marlin1 / ceil1:.0f}% of it, FlashInfer CUTLASS 120f's {fi1:.1f} is "
         f"{100 * fi1 / ceil1:.0f}%, and 120a's {fi1a:.2f} is {100 * fi1a / ceil1:.0f}%: every backend is far from the "

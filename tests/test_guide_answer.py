@@ -1,0 +1,169 @@
+"""The guide's answer: a do-this block a user can act on, right for the vLLM release it names.
+
+Every check reads the facts recorded from the real wheels (data/upstream) and the public reports
+(data/published); nothing here downloads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from sm120lab import recommend, upstream
+from sm120lab.recommend.versioned import context, missing_mentions
+
+GPUS = [g.value for g in recommend.GPU]
+# every recorded vLLM release whose pinned FlashInfer is recorded too (the guide's universe)
+RELEASES = [v for v in upstream.versions("vllm")
+            if (upstream.load("vllm", v).pins.get("flashinfer-python", "") or "").lstrip("=")
+            in upstream.versions("flashinfer-python")]
+# sm120lab's own flags, which appear in the verify and patch commands
+OWN_FLAGS = {"--preset", "--device", "--backend", "--only", "--clear-jit-cache", "-y"}
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return {(g, v): recommend.answer(g, vllm=v) for g in GPUS for v in RELEASES}
+
+
+def test_the_guide_knows_at_least_two_releases():
+    assert len(RELEASES) >= 2, RELEASES
+    assert upstream.newest("vllm") in RELEASES
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_json_holds_a_do_this_block(gpu, tmp_path):
+    out = tmp_path / "g.json"
+    r = subprocess.run([sys.executable, "-m", "sm120lab", "recommend", "--gpu", gpu, "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    block = doc["do_this"]
+    for key in ("install", "exports", "serve", "patch", "verify", "expect"):
+        assert block[key], key
+    assert block["serve"][:2] == ["vllm", "serve"]
+    assert block["versions"]["vllm"] == upstream.newest("vllm")
+    assert block["fit"]["fits"] is True
+    assert any(x["what"] == "decode ceiling" for x in block["expect"])
+    assert not block["problems"], block["problems"]
+    # the text output opens with the block
+    assert r.stdout.lstrip().startswith("Do this:")
+
+
+def test_every_flag_and_variable_of_the_block_exists_in_its_release(answers):
+    for (gpu, ver), ans in answers.items():
+        rec = upstream.load("vllm", ver)
+        fi = upstream.load("flashinfer-python", ans.block.flashinfer)
+        flags = [t for t in ans.block.serve if t.startswith("--")]
+        assert flags, (gpu, ver)
+        for f in flags:
+            assert f in rec.serve_flags, (gpu, ver, f)
+            choices = rec.serve_flags[f].choices
+            i = ans.block.serve.index(f)
+            if choices is not None and i + 1 < len(ans.block.serve) and not ans.block.serve[i + 1].startswith("--"):
+                assert ans.block.serve[i + 1] in choices, (gpu, ver, f)
+        for e in ans.block.exports:
+            assert e.name in (rec.env_vars if e.read_by == "vllm" else fi.env_vars), (gpu, ver, e.name)
+        assert ans.block.moe_backend in {b.name for b in rec.moe_backends}
+        assert next(b for b in rec.moe_backends if b.name == ans.block.moe_backend).sm12x.value == "accepts"
+
+
+def test_no_item_value_names_a_flag_or_variable_its_release_lacks(answers):
+    for (gpu, ver), ans in answers.items():
+        ctx = context(recommend.GPU(gpu), ans.setup, ver)
+        for it in ans.items:
+            assert not missing_mentions(it.value, ctx), (gpu, ver, it.id, it.value)
+        assert not missing_mentions(ans.block.serve_line, ctx)
+
+
+def test_install_lines_resolve_with_pips_resolver_offline(answers):
+    lines = {ans.block.install for ans in answers.values()}
+    for line in lines:
+        reqs = shlex.split(line)[2:]
+        res = upstream.check_install(reqs)
+        assert res.ok, (line, res.detail)
+        assert res.resolved["vllm"] == reqs[0].split("==")[1]
+
+
+def test_the_pair_the_old_guide_named_does_not_resolve():
+    """vLLM 0.17.0 pins FlashInfer 0.6.4 exactly, so pip refuses it with 0.6.7 (issue 19's defect)."""
+    res = upstream.check_install(["vllm==0.17.0", "flashinfer-python==0.6.7"])
+    assert not res.ok
+
+
+def test_releases_differ_where_upstream_differs(answers):
+    """0.17.0 chooses the dense NVFP4 GEMM with an env var, 0.34.0 with a flag; each item says so
+    and never the other's knob."""
+    old, new = answers[("rtx-pro-6000", RELEASES[0])], answers[("rtx-pro-6000", RELEASES[-1])]
+    dense = {a: next(it for it in a.items if it.id == "dense-gemm").value for a in (old, new)}
+    if "VLLM_NVFP4_GEMM_BACKEND" in upstream.load("vllm", RELEASES[0]).env_vars:
+        assert "VLLM_NVFP4_GEMM_BACKEND" in dense[old]
+    if "VLLM_NVFP4_GEMM_BACKEND" not in upstream.load("vllm", RELEASES[-1]).env_vars:
+        assert "VLLM_NVFP4_GEMM_BACKEND" not in dense[new]
+    assert old.block.install != new.block.install
+
+
+def test_every_nvfp4_backend_of_the_newest_release_has_a_row(answers):
+    ans = answers[("rtx-pro-6000", RELEASES[-1])]
+    rec = upstream.load("vllm", RELEASES[-1])
+    want = {b.name for b in rec.moe_backends if "nvfp4" in b.formats}
+    rows = {it.id.split(":", 1)[1] for it in ans.items if it.topic is recommend.Topic.BACKENDS}
+    assert want <= rows
+    for name in ("marlin", "flashinfer_cutlass", "cutlass", "flashinfer_b12x", "flashinfer_trtllm",
+                 "flashinfer_cutedsl"):
+        assert name in rows, name
+    b12x = next(it for it in ans.items if it.id == "backend:flashinfer_b12x")
+    # the public reports against b12x in the seed's territory are quoted with their links
+    assert "github.com" in b12x.why and ("garbage" in b12x.value or "crash" in b12x.value)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_nothing_is_cut_at_80_columns(gpu):
+    env = {"COLUMNS": "80", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "sm120lab", "recommend", "--gpu", gpu], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    flat = " ".join(r.stdout.split())
+    ans = recommend.answer(gpu)
+    for it in ans.items:
+        assert " ".join(it.value.split()) in flat, it.id
+    lines = r.stdout.splitlines()
+    for label, cmd in ans.block.lines():
+        assert cmd in lines, label  # a command is one whole line, copyable as it is
+    assert "…" not in r.stdout
+
+
+def test_the_setup_flags_change_every_row_that_depends_on_them():
+    base = recommend.answer("rtx-pro-6000")
+    more = recommend.answer("rtx-pro-6000", users=4)
+    wide = recommend.answer("rtx-pro-6000", tp=4, pp=1)
+    ceil = lambda a: next(it for it in a.items if it.id == "ceiling").value
+    assert ceil(base) != ceil(more) and "4 users" in ceil(more)
+    assert "--tensor-parallel-size 4" in wide.block.serve_line and "TP4" in ceil(wide)
+    ar = lambda a: next(it for it in a.items if it.id == "allreduce")
+    assert "TP4" in ar(wide).setting and ar(wide).value != ar(base).value
+    with pytest.raises(ValueError, match="^tp: "):
+        recommend.answer("rtx-pro-6000", tp=100000)
+    with pytest.raises(ValueError, match="^pp: "):
+        recommend.answer("rtx-pro-6000", pp=61)
+
+
+def test_the_ceiling_counts_the_checkpoint_formats_and_the_allreduce_latency():
+    it = next(it for it in recommend.answer("rtx-pro-6000").items if it.id == "ceiling")
+    assert "16-bit:" in it.why and "FP4:" in it.why and "shared expert" in it.why
+    m = re.search(r"without that latency the ceiling would be (\d+) tok/s", it.why)
+    assert m and int(m.group(1)) > int(it.value.split()[0])
+
+
+def test_the_dgx_spark_block_never_builds_sm120_code_for_sm121(answers):
+    for ver in RELEASES:
+        ans = answers[("dgx-spark", ver)]
+        arch = [e.value for e in ans.block.exports if e.name == "FLASHINFER_CUDA_ARCH_LIST"]
+        assert all(a.startswith("12.1") for a in arch), arch
+        item = next(it for it in ans.items if it.id == "flashinfer-arch-list")
+        assert "a 12.0f build also runs" not in item.value + item.why
