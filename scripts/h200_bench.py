@@ -25,7 +25,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out-dir", default=os.environ.get("OUT", "."))
     p.add_argument("--tokens", default="1,4,16,64,256,1024,4096")
-    p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--tune", action="store_true", help="tune the tiles first (writes the tile table)")
     p.add_argument("--no-check", action="store_true")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--aot", action="store_true", help="also build the SM120 AOT table with this machine's Triton")
@@ -63,7 +63,7 @@ def main() -> int:
     path = out / default_out_path("").name
     cmd = command_line("scripts/h200_bench.py", sys.argv[1:])
     try:
-        doc = run_moe_bench(path, tokens=tokens, command=cmd, log=log, sweep=not args.no_sweep,
+        doc = run_moe_bench(path, tokens=tokens, command=cmd, log=log, tune=args.tune,
                             check=not args.no_check, seed=args.seed, deadline=t_start + args.budget_s)
         plot_moe(doc, path.with_suffix(".png"))
         log("targets: " + json.dumps(doc["targets"]))

@@ -241,3 +241,22 @@ def test_cli_bad_shape_is_one_line_exit_2():
                          text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 2 and "--shape must be four positive integers" in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_custom_op_fake_impl_and_unknown_weights():
+    """sm120lab::moe_nvfp4 traces with fake tensors (bf16 [T, H] out) and names an unregistered layer in one line.
+    The real kernels, torch.compile(fullgraph=True) and CUDA-graph capture run in tests/gpu."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from sm120lab.kernels import moe_op  # noqa: F401  (registers the op)
+
+    with FakeTensorMode():
+        h = torch.empty(5, 256, dtype=torch.bfloat16)
+        out = torch.ops.sm120lab.moe_nvfp4(h, torch.empty(5, 4, dtype=torch.int64), torch.empty(5, 4), "layer0")
+    assert out.shape == (5, 256) and out.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="no MoE weights registered as 'nope'"):
+        torch.ops.sm120lab.moe_nvfp4(torch.zeros(1, 64, dtype=torch.bfloat16), torch.zeros(1, 1, dtype=torch.int64),
+                                     torch.ones(1, 1), "nope")
+    with pytest.raises(ValueError, match="name must be"):
+        moe_op.register_moe_weights("", None)
