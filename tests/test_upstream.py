@@ -402,3 +402,26 @@ def test_pyeval_capability_semantics():
     loop = ast.parse("def g():\n    for x in y:\n        return True\n").body[0]
     ev = pyeval.evaluate(loop, pyeval.Capability(12, 0))
     assert ev.value is pyeval.UNKNOWN and "For" in ev.error
+
+
+def test_sm12x_changes_name_the_releases_that_moved_an_sm12x_fact():
+    vs = upstream.versions("vllm")
+    moved = upstream.changes("vllm", "moe_sm12x")
+    assert set(moved) <= set(upstream.changes("vllm", "sm12x"))
+    for v in moved:
+        prev = upstream.load("vllm", vs[vs.index(v) - 1])
+        assert upstream.comparable(upstream.load("vllm", v), "moe_sm12x") != upstream.comparable(prev, "moe_sm12x")
+    # flashinfer_b12x arrives in some release after 0.17.0 and is named where it does
+    first = next(v for v in vs if "flashinfer_b12x" in upstream.comparable(upstream.load("vllm", v), "moe_sm12x"))
+    assert first != vs[0] and first in moved
+    deprecated = [v for v in vs if "VLLM_NVFP4_GEMM_BACKEND" in upstream.load("vllm", v).env_var_deprecated]
+    for v in deprecated:
+        assert upstream.load("vllm", v).dense_nvfp4_gemm.flag is not None
+
+
+def test_index_names_the_pins_pypi_does_not_serve():
+    for gone in upstream.unavailable():
+        assert gone.version not in upstream.versions(gone.dist)
+        for by in gone.pinned_by:
+            dist, version = by.split("==")
+            assert upstream.load(dist, version).pins.get(gone.dist) == f"=={gone.version}"

@@ -59,17 +59,38 @@ def _strip_anchors(value: Any) -> Any:
     return value
 
 
+def _moe_sm12x(rec: VllmRecord) -> dict:
+    return {b.name: [b.sm12x.value, b.sm121.value, b.auto_order] for b in rec.moe_backends if "nvfp4" in b.formats}
+
+
+def _sm12x(rec: VllmRecord) -> dict:
+    out = {"moe_sm12x": _moe_sm12x(rec),
+           "pins": {k: rec.pins.get(k) for k in ("flashinfer-python", "torch")}}
+    for name in ("dense_nvfp4_gemm", "attention_priority_cuda", "facts"):
+        out[name] = _strip_anchors(rec.model_dump(mode="json")[name])
+    return out
+
+
+#: Facts derived from several fields: ``moe_sm12x`` (per NVFP4 MoE backend: SM120 and SM121 verdicts and
+#: auto-selection position) and ``sm12x`` (that, the flashinfer-python/torch pins, the dense NVFP4 GEMM
+#: knob, the SM120 attention order and the anchored facts).
+DERIVED = {"moe_sm12x": _moe_sm12x, "sm12x": _sm12x}
+
+
 def comparable(record: BaseRecord, fact: str) -> Any:
     """The value of one fact of a record with every source anchor (file, line, text) removed, so that two
-    releases compare equal when only line numbers moved (``env_vars`` compares as its set of names)."""
+    releases compare equal when only line numbers moved (``env_vars`` compares as its set of names).
+    ``fact`` is a record field or one of :data:`DERIVED` (vLLM records)."""
+    if fact in DERIVED and isinstance(record, VllmRecord):
+        return DERIVED[fact](record)
     if fact not in type(record).model_fields:
-        raise ValueError(f"fact: expected one of {sorted(type(record).model_fields)}, got {fact!r}")
+        raise ValueError(f"fact: expected one of {sorted([*type(record).model_fields, *DERIVED])}, got {fact!r}")
     return _strip_anchors(record.model_dump(mode="json")[fact])
 
 
 def changes(dist: str, fact: str) -> list[str]:
     """The recorded versions of ``dist`` whose ``fact`` (``moe_backends``, ``env_vars``, ``serve_flags``,
-    ``pins``, or any other record field) differs from the previous recorded version's, anchors ignored.
+    ``pins``, any other record field, or a derived fact: ``moe_sm12x``, ``sm12x``) differs from the previous recorded version's, anchors ignored.
     The first recorded version is not listed."""
     have = versions(dist)
     out = []

@@ -154,22 +154,30 @@ def serve_flags(wheel: WheelSource, mods: Modules) -> dict[str, FlagFact]:
 # --------------------------------------------------------------------------- env vars
 
 
-def env_vars(mods: Modules) -> tuple[dict, dict[str, list[str]]]:
+def env_vars(mods: Modules) -> tuple[dict, dict[str, list[str]], dict[str, str]]:
+    """``(name -> anchor, name -> choices, name -> deprecation text)`` from ``environment_variables``:
+    choices of an ``env_with_choices(...)`` (also when wrapped, e.g. in ``deprecated_env(...)``), and the
+    string arguments of a ``deprecated_env(name, since, hint, ...)`` wrapper."""
     mod = mods.get("vllm.envs")
-    out, choices = {}, {}
+    out, choices, deprecated = {}, {}, {}
     if mod is None:
-        return out, choices
+        return out, choices, deprecated
     node = mod.top("environment_variables")
     value = getattr(node, "value", None)
     if not isinstance(value, ast.Dict):
-        return out, choices
+        return out, choices, deprecated
     for key, val in zip(value.keys, value.values):
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            out[key.value] = anchor_at(mod, key.lineno)
-            if (isinstance(val, ast.Call) and getattr(val.func, "id", None) == "env_with_choices"
-                    and len(val.args) >= 3 and (lst := _string_list(val.args[2])) is not None):
-                choices[key.value] = lst
-    return out, choices
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        out[key.value] = anchor_at(mod, key.lineno)
+        for call in (n for n in ast.walk(val) if isinstance(n, ast.Call)):
+            fname = getattr(call.func, "id", None)
+            if fname == "env_with_choices" and len(call.args) >= 3 and (lst := _string_list(call.args[2])) is not None:
+                choices.setdefault(key.value, lst)
+            if fname == "deprecated_env":
+                texts = [a.value for a in call.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                deprecated[key.value] = " ".join(texts)
+    return out, choices, deprecated
 
 
 # --------------------------------------------------------------------------- MoE backends
@@ -394,7 +402,7 @@ def extract(wheel: WheelSource, version: str, command: str) -> VllmRecord:
     fields = base_fields(wheel, "vllm", version, command, METHOD)
     pins = exact_pins(fields["requires_dist"])
     flags = serve_flags(wheel, mods)
-    envs, env_choices = env_vars(mods)
+    envs, env_choices, env_deprecated = env_vars(mods)
     backends, auto, auto_line, nv_path = moe_backends(wheel, mods)
     members, members_anchor, prio, prio_anchor = attention(mods)
     dense = DenseGemm()
@@ -414,7 +422,7 @@ def extract(wheel: WheelSource, version: str, command: str) -> VllmRecord:
         **fields, pins=pins, pin_requirements=pin_raw, moe_backend_flag="--moe-backend" in flags,
         moe_backends=backends, nvfp4_auto_order=auto,
         nvfp4_auto_anchor=anchor_at(nv_mod, auto_line) if nv_mod and auto_line else None,
-        env_vars=envs, env_var_choices=env_choices, serve_flags=flags,
+        env_vars=envs, env_var_choices=env_choices, env_var_deprecated=env_deprecated, serve_flags=flags,
         attention_backends=members, attention_backends_anchor=members_anchor,
         attention_priority_cuda=prio, attention_priority_anchor=prio_anchor,
         dense_nvfp4_gemm=dense, facts=find_facts(wheel, FACTS, "vllm"),

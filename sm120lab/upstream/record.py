@@ -146,6 +146,7 @@ class VllmRecord(BaseRecord):
     nvfp4_auto_anchor: Anchor | None = None
     env_vars: dict[str, Anchor] = Field(default_factory=dict)
     env_var_choices: dict[str, list[str]] = Field(default_factory=dict)
+    env_var_deprecated: dict[str, str] = Field(default_factory=dict)
     serve_flags: dict[str, FlagFact] = Field(default_factory=dict)
     attention_backends: list[str] = Field(default_factory=list)
     attention_backends_anchor: Anchor | None = None

@@ -66,7 +66,7 @@ def record(dist: str, version: str, wheel: str | None = None, force: bool = Fals
         new = rec.model_dump_json(indent=2)
         same = type(rec).model_validate_json(old).model_dump() == type(rec).model_validate_json(new).model_dump()
         if same:
-            store.write_record(rec)  # refresh the index entry only
+            store.write_record(rec)  # same facts: rewritten in the current schema, index entry refreshed
             return rec, "unchanged"
         if not force:
             return rec, "differs"
