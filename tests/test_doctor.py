@@ -150,11 +150,11 @@ def test_doctor_env_is_the_envinfo_filter(monkeypatch):
 
 
 def test_doctor_audits_an_importable_flashinfer_and_names_the_needed_patch(tmp_path, monkeypatch, seed):
-    """A real flashinfer 0.6.5 tree on sys.path (files from the PyPI wheel) plus a user spec with
-    one `needed` patch: the doctor must report it, and judge FLASHINFER_CUTLASS 'slow' on SM120."""
+    """A flashinfer 0.6.5 tree on sys.path (built from its patch specs, offline: test_patches._spec_site)
+    plus a user spec with one `needed` patch: the doctor must report it, and judge FLASHINFER_CUTLASS
+    'slow' on SM120."""
     import importlib
     import random
-    import shutil
     import sys
 
     import pytest
@@ -162,15 +162,10 @@ def test_doctor_audits_an_importable_flashinfer_and_names_the_needed_patch(tmp_p
     pytest.importorskip("yaml")
     if importlib.util.find_spec("flashinfer") is not None:
         pytest.skip("a real flashinfer is installed here")
-    from test_patches import _needed_spec
+    from test_patches import _needed_spec, _spec_site
 
-    from sm120lab.patches.wheels import fetch_for_audit
-    from sm120lab.pypi_wheels import INDEX
-
-    root = fetch_for_audit("flashinfer", "0.6.5")
-    site = tmp_path / "site"
-    shutil.copytree(root, site, ignore=shutil.ignore_patterns(INDEX))
-    d, pid, _ = _needed_spec(tmp_path, root, random.Random(seed))
+    site = _spec_site(tmp_path / "site", "flashinfer", "0.6.5")
+    d, pid, _ = _needed_spec(tmp_path, site, random.Random(seed))
     monkeypatch.setenv("SM120LAB_PATCH_SPECS", str(d))
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
