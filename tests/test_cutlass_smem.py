@@ -107,6 +107,7 @@ def test_patch_lowers_only_the_overflowing_configs_by_one_stage():
                 assert row["stages_after"] == row["stages_before"] - 1 and row["fits_after"]
 
 
+@pytest.mark.network
 def test_spec_anchor_matches_exactly_once_in_real_065_wheel():
     pytest.importorskip("packaging")
     from sm120lab.pypi_wheels import fetch_wheel
