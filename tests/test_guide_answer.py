@@ -15,13 +15,17 @@ import sys
 import pytest
 
 from sm120lab import recommend, upstream
+from sm120lab.recommend.dothis import default_release, installable
 from sm120lab.recommend.versioned import context, missing_mentions
 
 GPUS = [g.value for g in recommend.GPU]
 # every recorded vLLM release whose pinned FlashInfer is recorded too (the guide's universe)
-RELEASES = [v for v in upstream.versions("vllm")
-            if (upstream.load("vllm", v).pins.get("flashinfer-python", "") or "").lstrip("=")
-            in upstream.versions("flashinfer-python")]
+INSTALLABLE = [v for v in upstream.versions("vllm") if installable(v)[0]]
+# the oldest, the newest installable, and each release where the FlashInfer pin changes
+RELEASES = [v for i, v in enumerate(INSTALLABLE)
+            if i in (0, len(INSTALLABLE) - 1)
+            or upstream.load("vllm", v).pins.get("flashinfer-python")
+            != upstream.load("vllm", INSTALLABLE[i - 1]).pins.get("flashinfer-python")]
 # sm120lab's own flags, which appear in the verify and patch commands
 OWN_FLAGS = {"--preset", "--device", "--backend", "--only", "--clear-jit-cache", "-y"}
 
@@ -33,7 +37,25 @@ def answers():
 
 def test_the_guide_knows_at_least_two_releases():
     assert len(RELEASES) >= 2, RELEASES
-    assert upstream.newest("vllm") in RELEASES
+    assert default_release() in RELEASES
+
+
+def test_the_default_release_is_the_newest_one_pip_can_install():
+    """A release whose exact FlashInfer pin the registry does not serve is never the default; asked
+    for, it is refused with the reason, and pip's resolver agrees."""
+    newest = upstream.newest("vllm")
+    ok, why = installable(newest)
+    if ok:
+        assert default_release() == newest
+        return
+    assert default_release() != newest and "pip cannot install" in why
+    rec = upstream.load("vllm", newest)
+    res = upstream.check_install([f"vllm=={newest}", f"flashinfer-python{rec.pins['flashinfer-python']}"])
+    assert not res.ok
+    with pytest.raises(ValueError, match="^vllm: "):
+        recommend.answer("rtx-pro-6000", vllm=newest)
+    block = recommend.answer("rtx-pro-6000").block
+    assert any(newest in n and "not installable" in n for n in block.notes)
 
 
 @pytest.mark.parametrize("gpu", GPUS)
@@ -47,7 +69,7 @@ def test_json_holds_a_do_this_block(gpu, tmp_path):
     for key in ("install", "exports", "serve", "patch", "verify", "expect"):
         assert block[key], key
     assert block["serve"][:2] == ["vllm", "serve"]
-    assert block["versions"]["vllm"] == upstream.newest("vllm")
+    assert block["versions"]["vllm"] == default_release()
     assert block["fit"]["fits"] is True
     assert any(x["what"] == "decode ceiling" for x in block["expect"])
     assert not block["problems"], block["problems"]
@@ -100,11 +122,11 @@ def test_releases_differ_where_upstream_differs(answers):
     """0.17.0 chooses the dense NVFP4 GEMM with an env var, 0.34.0 with a flag; each item says so
     and never the other's knob."""
     old, new = answers[("rtx-pro-6000", RELEASES[0])], answers[("rtx-pro-6000", RELEASES[-1])]
-    dense = {a: next(it for it in a.items if it.id == "dense-gemm").value for a in (old, new)}
+    dense_old, dense_new = (next(it for it in a.items if it.id == "dense-gemm").value for a in (old, new))
     if "VLLM_NVFP4_GEMM_BACKEND" in upstream.load("vllm", RELEASES[0]).env_vars:
-        assert "VLLM_NVFP4_GEMM_BACKEND" in dense[old]
+        assert "VLLM_NVFP4_GEMM_BACKEND" in dense_old
     if "VLLM_NVFP4_GEMM_BACKEND" not in upstream.load("vllm", RELEASES[-1]).env_vars:
-        assert "VLLM_NVFP4_GEMM_BACKEND" not in dense[new]
+        assert "VLLM_NVFP4_GEMM_BACKEND" not in dense_new
     assert old.block.install != new.block.install
 
 

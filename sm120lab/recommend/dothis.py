@@ -292,6 +292,35 @@ def arch_list_for(flashinfer_version: str, gpu: str | GPU = GPU.RTX_PRO_6000, cu
     return None if value is None or value.startswith("error") else value
 
 
+def installable(version: str) -> tuple[bool, str]:
+    """Whether vLLM ``version``'s exact FlashInfer and torch pins are releases the registry served when
+    the facts were recorded (``upstream.unavailable()`` lists those it did not); ``(ok, reason)``."""
+    from .. import upstream
+
+    rec = upstream.load("vllm", version)
+    missing = {(u.dist, u.version) for u in upstream.unavailable()}
+    for dist in ("flashinfer-python", "torch"):
+        pin = _pinned(rec, dist)
+        if pin is None:
+            return False, f"vLLM {version} pins no exact {dist} ({rec.pins.get(dist)!r})"
+        if (dist, pin) in missing:
+            return False, (f"vLLM {version} pins {dist}=={pin}, which PyPI does not serve (recorded by "
+                           f"`sm120lab upstream record-all`): pip cannot install vLLM {version} from PyPI")
+        if pin not in upstream.versions(dist):
+            return False, f"{dist} {pin} (pinned by vLLM {version}) is not recorded"
+    return True, ""
+
+
+def default_release() -> str:
+    """The newest recorded vLLM release whose pinned FlashInfer and torch can be installed (:func:`installable`)."""
+    from .. import upstream
+
+    for v in reversed(upstream.versions("vllm")):
+        if installable(v)[0]:
+            return v
+    raise ValueError("vllm: no recorded release has installable pins; record them with `sm120lab upstream record-all`")
+
+
 def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str | None = None) -> DoThis:
     """The do-this block for ``gpu`` and ``setup`` with vLLM release ``vllm`` (default: newest recorded).
 
@@ -304,13 +333,20 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
 
     g = parse_gpu(gpu)
     setup = setup or resolve_setup(g)
-    version = vllm or upstream.newest("vllm")
     try:
+        version = vllm or default_release()
         rec = upstream.load("vllm", version)
     except ValueError as exc:
-        raise ValueError(f"vllm: {exc}") from None
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith("vllm:") else f"vllm: {msg}") from None
     problems: list[str] = []
     notes: list[str] = []
+    ok, why_not = installable(version)
+    if not ok:
+        problems.append(why_not)
+    newest = upstream.newest("vllm")
+    if vllm is None and version != newest:
+        notes.append(f"vLLM {newest} is newer but not installable: {installable(newest)[1]}.")
     fi_v, torch_v = _pinned(rec, "flashinfer-python"), _pinned(rec, "torch")
     if fi_v is None:
         problems.append(f"vLLM {version} pins no exact flashinfer-python ({rec.pins.get('flashinfer-python')!r})")

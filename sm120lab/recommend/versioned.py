@@ -48,7 +48,10 @@ def context(gpu: GPU, setup: Setup, vllm: str | None = None) -> Context:
     try:
         fi = upstream.load("flashinfer-python", block.flashinfer)
     except ValueError:
-        fi = None
+        from .dothis import default_release
+
+        why = block.problems[0] if block.problems else f"flashinfer-python {block.flashinfer} is not recorded"
+        raise ValueError(f"vllm: {why}; pick another --vllm (the newest installable is {default_release()})") from None
     return Context(gpu, setup, rec, fi, block)
 
 
