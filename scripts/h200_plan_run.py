@@ -5,7 +5,7 @@ Usage on the device machine (repo root, no install needed):
     PYTHONPATH=. python3 scripts/h200_plan_run.py --out-dir $OUT [--gpu-tests] [--tune]
         [--presets qwen3.5-397b-a17b,...] [--shape 7168,2048,256,8] [--tokens 1,4,...] [--budget-s 540]
 
-Steps, each wrapped (a failure is logged and the run goes on): ``pytest -m gpu tests/gpu`` (log and a JSON
+The peer (``oai-matmul-ogs-mxfp4``) runs where ``triton_kernels`` imports (put it on PYTHONPATH). Steps, each wrapped (a failure is logged and the run goes on): ``pytest -m gpu tests/gpu`` (log and a JSON
 summary with the environment and the command); for each preset ``run_moe_bench`` with ``--tune`` writing
 the tile table ``h200.json`` in the work folder and timing the plan read from it (rows carry
 ``plan.as_dict()``); then each ``--shape`` untuned, planned from that table (nearest key or formula).
@@ -116,7 +116,8 @@ def main() -> int:
             cfg = resolve_shape(model, shape)
             path = work / default_out_path("", name=cfg.name).name
             doc = run_moe_bench(path, model=model, shape=shape, tokens=tokens, tune=tune, tiles=tiles,
-                                contenders=("triton-w4a16", "torch-bf16-grouped", "torch-fp8-grouped"),
+                                contenders=("triton-w4a16", "torch-bf16-grouped", "torch-fp8-grouped",
+                                            "oai-matmul-ogs-mxfp4"),
                                 command=cmd, log=log, deadline=deadline, eager=False)
             log(f"{label}: checks_ok={doc.get('checks_ok')} targets: " + json.dumps(doc["targets"]))
         except Exception:  # noqa: BLE001 - recorded, the next job runs

@@ -34,7 +34,7 @@ import torch
 
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped")
-OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop")
+OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop", "oai-matmul-ogs-mxfp4")
 #: the baseline's tiles per T: the winners of the 2026-12-02 sweep (data/bench/moe_h200_2026-12-02.json)
 BASELINE_CONFIGS = {1: ("m16n32k256w4s3", "m16n64k128w4s4"), 4: ("m16n64k128w4s4",) * 2,
                     16: ("m16n64k128w4s4",) * 2, 64: ("m16n64k128w4s4",) * 2, 256: ("m16n64k128w4s4",) * 2,
@@ -229,6 +229,48 @@ def tune_pairs(group, default_w2):
     return [(c, w2) for c in c13s], c2s
 
 
+def _setup_peer(doc, cfg, seed, contenders, log, guarded):
+    """The peer's weights and its check (T = 4, 64 vs :func:`.peer.peer_reference`: shape, finite, rel. error);
+    None (reason in ``doc["notes"]["peer"]``) when it cannot run or fails its check."""
+    from .moe_problem import uniform_routing
+    from .peer import PEER_REL_OK, make_peer_weights, peer_moe, peer_reference, peer_unavailable
+
+    why = peer_unavailable()
+    if why:
+        doc["notes"]["peer"] = why
+        log("peer: " + why)
+        return None
+    pw = guarded("peer weights", lambda: make_peer_weights(cfg.E, cfg.H, cfg.I, seed=seed + 3))
+    if pw is None:
+        doc["notes"]["peer"] = "peer weights failed (see errors)"
+        return None
+    gen = torch.Generator(device="cuda").manual_seed(seed + 9)
+    ok = True
+    doc["peer_checks"] = []
+    for t in (4, 64):
+        ids, tw = uniform_routing(t, cfg.E, cfg.k, gen=gen)
+        x = torch.randn(t, cfg.H, device="cuda", generator=gen).to(torch.bfloat16)
+
+        def one(x=x, ids=ids, tw=tw, t=t):
+            out = peer_moe(pw, x, ids, tw)
+            ref = peer_reference(pw, x, ids, tw)
+            written = tuple(out.shape) == (t, cfg.H) and bool(torch.isfinite(out).all())
+            return {"case": f"peer T={t} vs its torch reference", "rel_vs_ref": _rel(out, ref), "written": written,
+                    "ok": written and _rel(out, ref) < PEER_REL_OK}
+
+        row = guarded(f"peer check T={t}", one) or {"case": f"peer T={t}", "ok": False}
+        doc["peer_checks"].append(row)
+        log(str(row))
+        ok = ok and row["ok"]
+    if not ok:
+        doc["notes"]["peer"] = "the peer failed its check: not timed"
+        return None
+    doc["notes"]["peer"] = ("oai-matmul-ogs-mxfp4: triton_kernels matmul_ogs (bf16 x MXFP4, Hopper layouts) composed as "
+                            "vLLM's OAI Triton experts; gpt-oss SwiGLU (alpha 1.702, limit 7); x_floor against the "
+                            "NVFP4 floor, x_own_floor against MXFP4's (sm120lab.bench.peer)")
+    return pw
+
+
 def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str | None = None,
                   tokens=DEFAULT_TOKENS, contenders=CONTENDERS, tune: bool = False, tiles: str | Path | None = None,
                   check: bool = True, command: str = "", log: Callable[[str], None] = print,
@@ -260,6 +302,7 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     from .ceilings import measure_bf16_tflops, measure_copy_gbps
     from .contenders import make_moe, make_sort, make_w13
     from .moe_problem import make_bench_layer, uniform_routing
+    from .peer import PEER, mxfp4_bytes_per_expert, peer_moe
     from .timing import time_eager, time_graph
 
     if not torch.cuda.is_available():
@@ -406,6 +449,10 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
             log(doc["notes"]["ours_not_timed"])
             contenders = tuple(c for c in contenders if c != "triton-w4a16")
     save()
+    peer = _setup_peer(doc, cfg, seed, contenders, log, guarded) if PEER in contenders else None
+    if peer is None:
+        contenders = tuple(c for c in contenders if c != PEER)
+    save()
 
     def bench_t(t: int) -> None:
         rs = routes(t)
@@ -445,7 +492,8 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                 for graph in (True, False) if eager else (True,):
                     r = timed(f"{name} moe", t, mk, graph)
                     if r:
-                        record(name, "moe", r, nv_moe, **ours_extra)
+                        record(name, "moe", r, nv_moe, x_own_floor=r["us_median"] / floor_us["moe"], format="nvfp4",
+                               **ours_extra)
                 r = timed(f"{name} w13", t, lambda *a, name=name: make_w13(name, layer, *a, packed=packed, plan=plan)
                           ) if t <= 64 else None
                 if r:
@@ -459,6 +507,14 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                 r = timed(f"{name} moe", t, mk, True)
                 if r:
                     record(name, "moe", r, nv_moe, **base_extra)
+            elif name == PEER:
+                r = timed(f"{name} moe", t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)))
+                if r is None:  # not capturable in a CUDA graph: eager, said so in the row
+                    r = timed(f"{name} moe eager", t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)), False)
+                if r:
+                    own = mxfp4_bytes_per_expert(cfg.H, cfg.I) * n_active
+                    record(name, "moe", r, own, x_own_floor=r["us_median"] / (own / (ceil["copy_GBps"] * 1e3)),
+                           format="mxfp4")
             elif name == "torch-loop":
                 r = timed(f"{name} moe", t, lambda *a, name=name: make_moe(name, layer, *a), graph=False)
                 if r:
@@ -502,6 +558,7 @@ def evaluate_targets(doc: dict) -> dict:
     - whole layer within 1.35x of the NVFP4 weight-byte floor at T <= 16;
     - faster than torch FP8 grouped at every T;
     - >= 1.0x torch bf16 grouped at T = 4096 (1.5x stretch);
+    - faster than the production peer (``oai-matmul-ogs-mxfp4``) at every T, where it was timed;
     - time never decreases as T grows, within 3%: ``us(T_next) >= 0.97 us(T)`` for consecutive measured T.
     """
     ts = sorted({r["T"] for r in doc["rows"]})
@@ -522,10 +579,13 @@ def evaluate_targets(doc: dict) -> dict:
         vals = list(d.values())
         return bool(vals) and all(v is not None and ok(v) for v in vals)
 
+    peer = "oai-matmul-ogs-mxfp4"
+    vs_peer = {str(t): us(t, peer) / us(t, ours) for t in ts if us(t, ours) and us(t, peer)}
     ours_ts = [t for t in ts if us(t, ours)]
     steps = {f"{a}->{b}": us(b, ours) / us(a, ours) for a, b in zip(ours_ts, ours_ts[1:])}
     return {
         "time_ratio_next_T": steps, "monotone_in_T_within_3pct": all(v >= 0.97 for v in steps.values()),
+        "speedup_vs_peer": vs_peer, "faster_than_peer_every_T": all_met(vs_peer, lambda v: v > 1.0) if vs_peer else None,
         "w13_pct_copy_bw": w13, "w13_ge_75pct_copy_bw": all_met(w13, lambda v: v >= 75.0),
         "layer_x_floor": floor, "layer_within_1.35x_floor": all_met(floor, lambda v: v <= 1.35),
         "speedup_vs_fp8": vs_fp8, "faster_than_fp8_every_T": all_met(vs_fp8, lambda v: v > 1.0),
