@@ -51,7 +51,8 @@ def test_readme_opens_with_the_guide_for_the_seed_setup():
     m = re.search(r"<!-- guide:start -->\n(.*?)\n<!-- guide:end -->", text, re.S)
     assert m, "README: no guide block"
     assert text.index("<!-- guide:start -->") < text.index("## What the workbook found")
-    expected = recommend.to_markdown(recommend.guide("rtx-pro-6000", runs_root=data_dir() / "runs"))
+    ans = recommend.answer("rtx-pro-6000", runs_root=data_dir() / "runs")
+    expected = ans.block.to_markdown() + "\n\n" + recommend.to_markdown(ans.items)
     assert m.group(1) == expected, "README guide table is stale: run `sm120lab recommend --update-readme README.md`"
     s = recommend.resolve_setup("rtx-pro-6000")
     assert (s.model, s.tp, s.pp, s.users) == ("qwen3.5-397b-a17b", 2, 2, 1)

@@ -402,7 +402,7 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
                      + (f" FlashInfer {fi_v} loads an installed flashinfer-jit-cache module before any JIT build, "
                         "so a patched source only takes effect without that package." if aot else ""))
     else:
-        patch = "# none"
+        patch = "# no patch needed"
         patch_why = (f"{name} does not run FlashInfer's CUTLASS SM120 grouped GEMMs, whose shared-memory overflow "
                      "is the one patch that matters; none of the seed report's edits is needed.")
     adapters = CHECK_ADAPTERS.get(name, ()) or ("triton-w4a16",)
