@@ -223,6 +223,15 @@ def _recipe_facts(ctx: Context) -> dict[str, str]:
         probs.append(f"vLLM {v.version} is at or before the fixed ordering: the workaround "
                      "VLLM_DISABLED_KERNELS=FlashInferCuteDslNvFp4W4A16LinearKernel exists in it.")
     out["dense_problems"] = " ".join(probs[:5]) or "none recorded"
+    floor = next((c for c in doc.get("minimum_version_claims", []) if c.get("found")
+                  and re.search(r"vLLM (\d+\.\d+\.\d+) or later", c.get("claim", ""))), None)
+    if floor:
+        fv = re.search(r"vLLM (\d+\.\d+\.\d+) or later", floor["claim"]).group(1)
+        where = "at or above" if Version(v.version) >= Version(fv) else "BELOW"
+        out["recipe_floor"] = (f"The vLLM recipes state {floor['claim']} ({floor['url']}); {v.version} is {where} "
+                               "that floor.")
+    else:
+        out["recipe_floor"] = ""
     return out
 
 
