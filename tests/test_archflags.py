@@ -38,7 +38,11 @@ def cells(tmp_path_factory):
     os.environ["SM120LAB_ARCHFLAGS_CACHE"] = str(tmp_path_factory.mktemp("afcache"))
     try:
         tk = _system_toolkit()
-        tool = find_sass_tool(install_if_missing=True)
+        try:  # the small PyPI sass-tools wheels when this machine has no cuobjdump; none under `make test`
+            tool = find_sass_tool(install_if_missing=True)
+        except RuntimeError as exc:
+            pytest.skip(f"no cuobjdump here and sass-tools could not be installed ({str(exc)[:160]}); "
+                        "`sm120lab toolchains install sass-tools` or `make test-full` installs it")
         wanted = [("mma_nvfp4", t) for t in ("sm_120", "sm_120a", "sm_120f", "compute_120f->sm_121a",
                                                "compute_120a->sm_121a")]
         wanted += [("arch_conditional", "sm_120"), ("arch_conditional", "sm_120a"), ("macros", "sm_120f"),
