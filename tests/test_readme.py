@@ -168,11 +168,9 @@ def test_harness_row():
 
 
 def test_roofline_row():
-    from sm120lab.roofline import ceiling, get_gpu, get_model, precision_plan
-
     row = _findings_row("Marlin's 46-49 tok/s")
-    c = ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), precision_plan("linear-quantized", "nvfp4"),
-                tp=2, pp=2, batch=1)
+    ca = recommend.answer("rtx-pro-6000").ceiling  # the guide's ceiling: one answer everywhere
+    c = ca.ceiling
     pub = {r["backend"]: r for r in csv.DictReader((data_dir() / "published" / "tok_s.csv").open())
            if r["gpu"] == "rtx-pro-6000" and r["concurrency"] == "1"}
     marlin = (float(pub["Marlin"]["tok_s_low"]) + float(pub["Marlin"]["tok_s_high"])) / 2
@@ -180,6 +178,7 @@ def test_roofline_row():
     assert f"{pub['Marlin']['tok_s_low']}-{pub['Marlin']['tok_s_high']} tok/s" in row
     assert f"**{_pct(100 * marlin / c.per_user_tok_s)}**" in row
     assert f"{c.per_user_tok_s:.0f} tok/s per user" in row and c.bound == "memory"
+    assert f"{ca.latency_us:g} us each; {ca.without_latency.per_user_tok_s:.0f} without that latency" in row
     assert f"{fi:.1f} is {_pct(100 * fi / c.per_user_tok_s)}" in row
 
 
