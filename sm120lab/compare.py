@@ -48,6 +48,7 @@ from .results import (
     validate_results,
     validate_summary,
 )
+from .runs.files import regular_files
 
 __all__ = ["DEVICE_DIFFERS", "Assessment", "Change", "ChangeKind", "Comparison", "Run", "SchemaError",
            "against_recorded", "bench_rows", "compare_many", "compare_runs", "current_run_dir", "device_of", "load_run",
@@ -182,12 +183,13 @@ def load_run(path: str | Path) -> Run:
     summary_path = path / "summary.json"
     if not summary_path.is_file():
         raise FileNotFoundError(f"{path} is not a run folder: no summary.json (made by `sm120lab run`)")
-    summary = validate_summary(load_json(summary_path), summary_path)
+    summary = validate_summary(load_json(summary_path, path), summary_path)
     env_path = path / "environment.json"
-    environment = validate_environment(load_json(env_path), env_path) if env_path.exists() else {}
+    environment = validate_environment(load_json(env_path, path), env_path) if env_path.exists() else {}
     results = {}
-    for f in sorted((path / "results").glob("*.json")):
-        results[f.stem] = validate_results(load_json(f), f)
+    if (path / "results").is_dir():
+        for f in regular_files(path / "results", "*.json"):
+            results[f.stem] = validate_results(load_json(f, path), f)
     return Run(path=path, summary=summary, environment=environment, results=results)
 
 

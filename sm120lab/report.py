@@ -1,243 +1,288 @@
-"""One self-contained ``report.html`` per run folder, to attach to a GitHub issue.
+"""One ``report.html`` per run folder, to attach to a GitHub issue (zipped: GitHub takes no .html).
 
-The page reads only the run folder: ``summary.json``, ``environment.json``, ``results/NN_*.json``
-and the executed ``NN_*.ipynb``. In order:
+The page reads only the run folder (:mod:`sm120lab.runs.files`: regular files of sane size inside
+it): ``summary.json``, ``environment.json``, ``results/NN_*.json`` and the executed ``NN_*.ipynb``.
+It is rendered from the Jinja2 template ``runs/templates/report.html.j2`` with autoescape on; the
+only HTML passed through unescaped is notebook HTML and markdown after
+:func:`sm120lab.runs.sanitize.clean_html`, figure ``<img>`` tags built here, the stylesheet, and the
+decision guide's do-this block. In order:
 
-1. summary: the command line, when, and each notebook's status, wall time and error line;
-2. environment: GPU, driver, CUDA, host, Python, package versions, nvccs, relevant env variables;
-3. the verdict box of every notebook (``results/NN_*.json`` key ``"answer"``, written by
-   :mod:`sm120lab.answer`), or why there is none;
-4. every notebook: markdown, collapsed code, and outputs, with figures inline as ``data:`` URIs.
+1. the title line (notebooks ok, machine, sm120lab commit), an "interrupted" banner when the run
+   was stopped, the do-this block when given, then one table: every notebook, its status and its
+   one-line answer;
+2. the summary table (wall time, error line) and the environment;
+3. the verdict box of every notebook (``results/NN_*.json`` key ``"answer"``), or why there is none;
+4. every notebook: markdown, collapsed code, outputs, figures inline as ``data:`` URIs (or, for an
+   archived run, as links to its ``figures/`` files).
 
-Figures of an archived run (PNG files in ``figures/``, see :mod:`sm120lab.run_archive`) are inlined
-too, so the report of an archived run is as complete as the original's. Nothing is fetched from
-the network; the page has no scripts.
+A figure is shown only from the run folder's ``figures/`` (never a path leading out of it) and
+only when its bytes are a PNG or JPEG. Nothing is fetched from the network; the page has no
+scripts (:func:`sm120lab.runs.sanitize.active_content` is checked before it is written).
 """
 
 from __future__ import annotations
 
 import base64
-import html
-import json
+import binascii
 import re
-from pathlib import Path
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .atomic_io import write_text_atomic
 from .envinfo import provenance_text
-from .results import NotebookStatus, SchemaError, load_json, validate_results, validate_summary
+from .results import NotebookStatus, SchemaError, load_json, validate_environment, validate_results, validate_summary
+from .runs.files import MAX_FIGURE_BYTES, MAX_NOTEBOOK_BYTES, read_bytes, read_json
+from .runs.sanitize import active_content, clean_html
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: output metadata key that points an archived figure output at its PNG file
 FIGURE_META = "sm120lab_figure"
-IMAGE_MIME = ("image/png", "image/jpeg", "image/svg+xml")
-STATUS_COLOURS = {"ok": "#1a7f37", "warn": "#9a6700", "bad": "#cf222e", "info": "#0969da", "not_run": "#6e7781",
-                  "not run": "#6e7781", "failed": "#cf222e"}
-
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
-padding:0 1em;color:#1f2328;line-height:1.45}
-h1{font-size:1.6em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #d0d7de;padding:.25em .5em;
-text-align:left;vertical-align:top}th{background:#f6f8fa}
-pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.82em;white-space:pre-wrap;word-break:break-word}
-pre.error{background:#ffebe9}.badge{color:#fff;border-radius:.8em;padding:0 .6em;font-size:.85em;white-space:nowrap}
-img{max-width:100%;height:auto}details>summary{cursor:pointer;color:#57606a;font-size:.85em}
-section.nb{border-top:3px solid #d0d7de;margin-top:2.5em}.muted{color:#57606a}
-"""
+IMAGE_MAGIC = {"image/png": (b"\x89PNG\r\n\x1a\n",), "image/jpeg": (b"\xff\xd8\xff",)}
+#: answer statuses, worst first, for the one-line answer of a notebook
+SEVERITY = ("bad", "warn", "ok", "info", "not_run")
+TEMPLATES = Path(__file__).resolve().parent / "runs" / "templates"
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+@lru_cache(maxsize=1)
+def _jinja():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(default=True),
+                       undefined=StrictUndefined, trim_blocks=False, lstrip_blocks=False)
 
 
 def _text(value: Any) -> str:
     """Notebook text fields are a string or a list of lines."""
-    return "".join(value) if isinstance(value, list) else str(value or "")
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return "" if value is None else str(value)
 
 
-def _badge(status: Any) -> str:
-    colour = STATUS_COLOURS.get(str(status), "#6e7781")
-    return f'<span class="badge" style="background:{colour}">{_e(status)}</span>'
+def _slug(status: Any) -> str:
+    return re.sub(r"[^a-z_]+", "-", str(status).lower()).strip("-") or "unknown"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _markdown(text: str) -> str:
+def _markdown(text: str):
     import mistune
+    from markupsafe import Markup
 
-    return mistune.html(text)
+    return Markup(clean_html(mistune.html(text)))
 
 
-def _img(mime: str, payload: str) -> str:
+def image_src(mime: str, raw: bytes) -> str | None:
+    """A ``data:`` URI for ``raw`` when its bytes are the ``mime`` they claim (PNG or JPEG), else None."""
+    if not raw.startswith(IMAGE_MAGIC.get(mime, (b"\x00invalid",))):
+        return None
+    return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}"
+
+
+def figure_path(run_dir: Path, rel: Any) -> Path | None:
+    """The file an archived figure output names, when it is ``figures/<name>`` inside ``run_dir``."""
+    if not isinstance(rel, str):
+        return None
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or len(pure.parts) != 2 or pure.parts[0] != "figures" or pure.name in ("", ".", ".."):
+        return None
+    return run_dir / "figures" / pure.name
+
+
+def _figure_block(run_dir: Path, rel: Any, inline: bool) -> dict[str, Any]:
+    path = figure_path(run_dir, rel)
+    if path is None:
+        return {"kind": "note", "text": f"figure not shown: {str(rel)[:120]!r} is not a file in this run's figures/"}
+    try:
+        raw = read_bytes(path, MAX_FIGURE_BYTES, root=run_dir / "figures")
+    except SchemaError as exc:
+        return {"kind": "note", "text": f"figure not shown: {exc}"}
+    src = image_src("image/png", raw)
+    if src is None:
+        return {"kind": "note", "text": f"figure not shown: {path.name} is not a PNG file"}
+    return {"kind": "img", "src": f"figures/{path.name}" if not inline else src}
+
+
+def _image_block(mime: str, payload: Any) -> dict[str, Any]:
+    text = "".join(_text(payload).split())
     if mime == "image/svg+xml":
-        payload = base64.b64encode(payload.encode("utf-8")).decode("ascii")
-    payload = "".join(payload.split())
-    return f'<img alt="figure" src="data:{mime};base64,{payload}">'
+        uri = "data:image/svg+xml;base64," + base64.b64encode(_text(payload).encode("utf-8")).decode("ascii")
+        return {"kind": "img", "src": uri}  # an SVG in <img> runs no script
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return {"kind": "note", "text": f"figure not shown: its {mime} data is not valid base64"}
+    src = image_src(mime, raw)
+    if src is None:
+        return {"kind": "note", "text": f"figure not shown: its {mime} data is not a {mime.split('/')[1].upper()} image"}
+    return {"kind": "img", "src": src}
 
 
-def figure_file_html(path: Path) -> str:
-    """An ``<img>`` with the PNG file inlined, or a note when it is missing."""
-    if not path.is_file():
-        return f'<p class="muted">figure file missing: {_e(path.name)}</p>'
-    return _img("image/png", base64.b64encode(path.read_bytes()).decode("ascii"))
+def output_blocks(out: Any, run_dir: Path, inline: bool = True) -> list[dict[str, Any]]:
+    """One cell output as template blocks: figures, sanitized HTML, text without ANSI codes."""
+    from markupsafe import Markup
 
-
-def render_output(out: dict[str, Any], base: Path) -> str:
-    """One cell output as HTML: figures inline, HTML tables as they are, text without ANSI codes."""
+    if not isinstance(out, dict):
+        return [{"kind": "note", "text": f"output not shown: expected an object, got {type(out).__name__}"}]
     kind = out.get("output_type")
     if kind == "stream":
-        return f"<pre>{_e(ANSI.sub('', _text(out.get('text'))))}</pre>"
+        return [{"kind": "text", "text": ANSI.sub("", _text(out.get("text")))}]
     if kind == "error":
-        tb = "\n".join(ANSI.sub("", line) for line in out.get("traceback") or [])
-        tb = tb or f"{out.get('ename')}: {out.get('evalue')}"
-        return f'<pre class="error">{_e(tb)}</pre>'
-    data = out.get("data") or {}
-    figure = (out.get("metadata") or {}).get(FIGURE_META)
-    if isinstance(figure, str):
-        return figure_file_html(base / figure)
-    for mime in IMAGE_MIME:
+        tb = out.get("traceback")
+        lines = [ANSI.sub("", _text(t)) for t in tb] if isinstance(tb, list) else []
+        return [{"kind": "error", "text": "\n".join(lines) or f"{_text(out.get('ename'))}: {_text(out.get('evalue'))}"}]
+    data = out.get("data") if isinstance(out.get("data"), dict) else {}
+    meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
+    if FIGURE_META in meta:
+        return [_figure_block(run_dir, meta[FIGURE_META], inline)]
+    for mime in ("image/png", "image/jpeg", "image/svg+xml"):
         if mime in data:
-            return _img(mime, _text(data[mime]))
+            return [_image_block(mime, data[mime])]
     if "text/html" in data:
-        return f"<div>{_text(data['text/html'])}</div>"
+        return [{"kind": "html", "html": Markup(clean_html(_text(data["text/html"])))}]
     if "text/markdown" in data:
-        return _markdown(_text(data["text/markdown"]))
+        return [{"kind": "html", "html": _markdown(_text(data["text/markdown"]))}]
     if "text/plain" in data:
-        return f"<pre>{_e(ANSI.sub('', _text(data['text/plain'])))}</pre>"
-    return ""
+        return [{"kind": "text", "text": ANSI.sub("", _text(data["text/plain"]))}]
+    return []
 
 
-def render_notebook(nb: dict[str, Any], base: Path) -> str:
-    """The body of one executed notebook (markdown, collapsed code, outputs)."""
-    parts = []
-    for cell in nb.get("cells") or []:
+def notebook_blocks(nb: Any, run_dir: Path, inline: bool = True) -> list[dict[str, Any]]:
+    """Every cell of an executed notebook as template blocks (markdown, collapsed code, outputs)."""
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return [{"kind": "note", "text": "not a notebook: no list of cells"}]
+    blocks: list[dict[str, Any]] = []
+    for cell in nb["cells"]:
+        if not isinstance(cell, dict):
+            continue
         source = _text(cell.get("source"))
         if cell.get("cell_type") == "markdown":
-            parts.append(_markdown(source))
+            blocks.append({"kind": "html", "html": _markdown(source)})
         elif cell.get("cell_type") == "code":
             if source.strip():
-                parts.append(f"<details><summary>code</summary><pre>{_e(source)}</pre></details>")
-            parts.extend(render_output(o, base) for o in cell.get("outputs") or [])
-    return "\n".join(parts)
+                blocks.append({"kind": "code", "text": source})
+            outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
+            for o in outputs:
+                blocks.extend(output_blocks(o, run_dir, inline))
+    return blocks
 
 
-def _read(path: Path, validate) -> tuple[Any, str | None]:
+def _environment(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "environment.json"
+    if not path.exists() and not path.is_symlink():
+        return {"note": "no environment.json in this run folder", "rows": [], "env": {}}
     try:
-        return validate(load_json(path), path), None
+        env = validate_environment(load_json(path, run_dir), path)
     except SchemaError as exc:
-        return None, str(exc)
-
-
-def _environment_html(env: dict[str, Any]) -> str:
+        return {"note": f"environment unreadable: {exc}", "rows": [], "env": {}}
     gpu = env.get("gpu") or {}
-    rows = [["sm120lab", _e(provenance_text(env))], ["host", _e(env.get("host"))], ["OS", _e(env.get("os"))],
-            ["Python", _e(env.get("python"))]]
+    rows = [("sm120lab", provenance_text(env)), ("host", env.get("host")), ("OS", env.get("os")),
+            ("Python", env.get("python"))]
     if gpu.get("available"):
         mem = gpu.get("total_memory_bytes")
-        rows += [["GPU", _e(f"{gpu.get('name')} x{gpu.get('device_count', 1)}")],
-                 ["compute capability", _e(gpu.get("compute_capability"))], ["driver", _e(gpu.get("driver"))],
-                 ["CUDA runtime (torch)", _e(gpu.get("torch_cuda_runtime"))],
-                 ["memory", _e(f"{mem / 2**30:.1f} GiB" if isinstance(mem, (int, float)) else mem)],
-                 ["shared memory per block (opt-in)", _e(gpu.get("shared_memory_per_block_optin"))]]
+        rows += [("GPU", f"{gpu.get('name')} x{gpu.get('device_count', 1)}"),
+                 ("compute capability", gpu.get("compute_capability")), ("driver", gpu.get("driver")),
+                 ("CUDA runtime (torch)", gpu.get("torch_cuda_runtime")),
+                 ("memory", f"{mem / 2**30:.1f} GiB" if isinstance(mem, (int, float)) else mem),
+                 ("shared memory per block (opt-in)", gpu.get("shared_memory_per_block_optin"))]
     else:
-        rows.append(["GPU", _e(f"none ({gpu.get('reason', 'not recorded')})")])
+        rows.append(("GPU", f"none ({gpu.get('reason') or 'not recorded'})"))
     packages = env.get("packages") or {}
-    rows.append(["packages", _e(", ".join(f"{k} {v}" for k, v in packages.items() if v) or "none recorded")])
+    rows.append(("packages", ", ".join(f"{k} {v}" for k, v in packages.items() if v) or "none recorded"))
     nvccs = env.get("nvcc") or []
-    rows.append(["nvcc", _e(", ".join(f"{n.get('version')} ({n.get('path')})" for n in nvccs) or "none found")])
+    rows.append(("nvcc", ", ".join(f"{n.get('version')} ({n.get('path')})" for n in nvccs) or "none found"))
     variables = env.get("env") or {}
-    rows.append(["environment variables", _e(", ".join(f"{k}={v}" for k, v in variables.items()) or "none set")])
-    return _table(["", "this run"], rows)
+    rows.append(("environment variables", ", ".join(f"{k}={v}" for k, v in variables.items()) or "none set"))
+    return {"note": "", "rows": [(k, "" if v is None else str(v)) for k, v in rows], "env": env}
 
 
-def _answer_html(answer: list[dict[str, Any]]) -> str:
-    rows = [[_e(a.get("claim")), f"<b>{_e(a.get('value'))}</b>", _badge(a.get("status")), _e(a.get("why"))]
-            for a in answer]
-    return _table(["claim", "on this machine", "status", "why"], rows)
+def headline(answer: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+    """``(status, "claim: value")`` of a verdict box's worst item (bad, then warn, ...), the first one
+    among equals; with ``(+N more)`` when the box has more lines. None for no box."""
+    if not answer:
+        return None
+    rank = {s: i for i, s in enumerate(SEVERITY)}
+    worst = min(answer, key=lambda a: rank.get(str(a.get("status")), len(SEVERITY)))
+    more = f" (+{len(answer) - 1} more)" if len(answer) > 1 else ""
+    return str(worst.get("status")), f"{worst.get('claim')}: {worst.get('value', '')}{more}"
 
 
-def build_report(run_dir: str | Path, name: str | None = None) -> str:
+def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool) -> dict[str, Any]:
+    name, status = nb["name"], str(nb["status"])
+    path = run_dir / "results" / f"{name}.json"
+    answer, problem = None, ""
+    if path.exists() or path.is_symlink():
+        try:
+            answer = validate_results(load_json(path, run_dir), path).get("answer")
+        except SchemaError as exc:
+            problem = f"results unreadable: {exc}"
+    if problem:
+        no_answer = problem
+    elif status != NotebookStatus.OK:
+        no_answer = f"no verdict box: the notebook {status}" + (f": {nb['error']}" if nb.get("error") else "")
+    else:
+        no_answer = "no verdict box: the notebook recorded no verdict box"
+    top = headline(answer)
+    row_status = status if status != NotebookStatus.OK or top is None else top[0]
+    ipynb = run_dir / (nb.get("output") or f"{name}.ipynb")
+    if ipynb.exists() or ipynb.is_symlink():
+        try:
+            blocks = notebook_blocks(read_json(ipynb, MAX_NOTEBOOK_BYTES, run_dir), run_dir, inline)
+        except SchemaError as exc:
+            blocks = [{"kind": "note", "text": f"notebook unreadable: {exc}"}]
+    else:
+        blocks = [{"kind": "note", "text": "no executed notebook in this run folder"}]
+    page = nb.get("html") if isinstance(nb.get("html"), str) and (run_dir / nb["html"]).is_file() else None
+    return {"name": name, "status": row_status, "status_class": _slug(row_status), "wall_s": nb.get("wall_s"),
+            "error": nb.get("error"), "headline": top[1] if top else no_answer,
+            "answer": [{"claim": a.get("claim"), "value": a.get("value", ""), "why": a.get("why", ""),
+                        "status": a.get("status"), "status_class": _slug(a.get("status"))} for a in answer or []],
+            "no_answer": no_answer, "blocks": blocks, "page": page}
+
+
+def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures: bool = True,
+                 do_this: str | None = None) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module docstring).
 
     Args:
         run_dir: the run folder.
         name: the run's name in the title (default: the folder's name; an archive being built in a
             temporary folder passes its final name).
+        inline_figures: figures of an archived run inline as ``data:`` URIs (True) or as links to
+            ``figures/*.png`` beside the page (False).
+        do_this: the decision guide's do-this block, already safe HTML; omitted when None.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no ``summary.json``.
         SchemaError: ``summary.json`` is malformed (one line naming it).
     """
+    from markupsafe import Markup
+
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
+    if not summary_path.exists() and not summary_path.is_symlink():
         raise FileNotFoundError(f"{run_dir} is not a run folder: no summary.json (made by `sm120lab run`)")
-    summary = validate_summary(load_json(summary_path), summary_path)
-    env: dict[str, Any] = {}
-    env_note = ""
-    if (run_dir / "environment.json").is_file():
-        try:
-            loaded = load_json(run_dir / "environment.json")
-            env = loaded if isinstance(loaded, dict) else {}
-        except SchemaError as exc:
-            env_note = str(exc)
-    name = name or run_dir.name
-    books = summary["notebooks"]
-    ok = sum(nb["status"] == NotebookStatus.OK for nb in books)
-    gpu = (env.get("gpu") or {})
-    machine = gpu.get("name") if gpu.get("available") else "CPU only"
-
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sm120lab run {_e(name)}</title>"
-           f"<style>{CSS}</style></head><body>",
-           f"<h1>sm120lab run <code>{_e(name)}</code></h1>",
-           f"<p><b>{ok} of {len(books)}</b> notebooks ok on <b>{_e(machine)}</b>; started {_e(summary.get('started_utc'))}"
-           + (f"; resumed {_e(', '.join(summary['resumed_utc']))}" if summary.get("resumed_utc") else "") + "</p>"]
-    if summary.get("command"):
-        out.append(f"<p>command: <code>{_e(summary['command'])}</code></p>")
-    out.append("<h2>Summary</h2>")
-    out.append(_table(["notebook", "status", "wall s", "error"],
-                      [[f'<a href="#{_e(nb["name"])}">{_e(nb["name"])}</a>', _badge(nb["status"]),
-                        _e(nb.get("wall_s")), _e(nb.get("error"))] for nb in books]))
-    out.append("<h2>Environment</h2>")
-    out.append(f'<p class="muted">{_e(env_note)}</p>' if env_note else _environment_html(env))
-
-    out.append("<h2>Verdicts</h2>")
-    results = {}
-    for nb in books:
-        path = run_dir / "results" / f"{nb['name']}.json"
-        res, problem = _read(path, validate_results) if path.is_file() else (None, None)
-        results[nb["name"]] = res
-        out.append(f"<h3>{_e(nb['name'])} {_badge(nb['status'])}</h3>")
-        if problem:
-            out.append(f'<p class="muted">results unreadable: {_e(problem)}</p>')
-        elif res and res.get("answer"):
-            out.append(_answer_html(res["answer"]))
-        else:
-            why = (f"the notebook {nb['status']}" + (f": {nb['error']}" if nb.get("error") else "")
-                   if nb["status"] != NotebookStatus.OK else "the notebook recorded no verdict box")
-            out.append(f'<p class="muted">no verdict box: {_e(why)}</p>')
-
-    for nb in books:
-        out.append(f'<section class="nb" id="{_e(nb["name"])}"><h2>{_e(nb["name"])} {_badge(nb["status"])}</h2>')
-        ipynb = run_dir / (nb.get("output") or f"{nb['name']}.ipynb")
-        if not ipynb.is_file():
-            out.append('<p class="muted">no executed notebook in this run folder</p></section>')
-            continue
-        try:
-            body = render_notebook(json.loads(ipynb.read_text(encoding="utf-8")), run_dir)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError) as exc:
-            body = f'<p class="muted">{_e(ipynb.name)} unreadable: {_e(exc)}</p>'
-        out.append(body + "</section>")
-    out.append("</body></html>\n")
-    return "\n".join(out)
+    summary = validate_summary(load_json(summary_path, run_dir), summary_path)
+    environment = _environment(run_dir)
+    gpu = environment["env"].get("gpu") or {}
+    books = [_notebook(nb, run_dir, inline_figures) for nb in summary["notebooks"]]
+    run = {"name": name or run_dir.resolve().name, "ok": sum(nb["status"] == NotebookStatus.OK for nb in summary["notebooks"]),
+           "total": len(books), "machine": gpu.get("name") if gpu.get("available") else "CPU only",
+           "started": summary.get("started_utc") or "not recorded", "resumed": summary.get("resumed_utc") or [],
+           "command": summary.get("command"), "interrupted": bool(summary.get("interrupted")),
+           "not_run": sum(nb["status"] == NotebookStatus.NOT_RUN for nb in summary["notebooks"]),
+           "provenance": provenance_text(environment["env"]) if environment["env"] else "not recorded"}
+    css = Markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))
+    page = _jinja().get_template("report.html.j2").render(
+        run=run, notebooks=books, environment=environment, css=css,
+        do_this=Markup(do_this) if do_this else None)
+    found = active_content(page)
+    if found:  # the sanitizer or the template let something through: never write it
+        raise RuntimeError(f"report of {run_dir} would hold active content {found[:3]}; not written")
+    return page
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None, name: str | None = None) -> Path:
+def write_report(run_dir: str | Path, out: str | Path | None = None, name: str | None = None,
+                 inline_figures: bool = True) -> Path:
     """Write :func:`build_report` to ``out`` (default ``run_dir/report.html``) atomically; return the path."""
     run_dir = Path(run_dir)
-    return write_text_atomic(Path(out) if out else run_dir / "report.html", build_report(run_dir, name))
+    page = build_report(run_dir, name, inline_figures=inline_figures)
+    return write_text_atomic(Path(out) if out else run_dir / "report.html", page)

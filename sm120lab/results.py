@@ -24,15 +24,16 @@ line naming the file and the offending key, so ``sm120lab compare`` never meets 
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import re
 from enum import Enum
 from numbers import Real
 from pathlib import Path
 from typing import Any
 
 from .atomic_io import write_json_atomic
+from .runs.files import MAX_JSON_BYTES, SchemaError, read_json
 
 RESULTS_ENV = "SM120LAB_RESULTS_DIR"
 VERDICT_ORDER = {"correct": 0, "degraded": 1, "garbage": 2}
@@ -53,20 +54,14 @@ class NotebookStatus(str, Enum):
         return self.value
 
 
-class SchemaError(ValueError):
-    """A run-folder file whose shape is not the schema's; the message is one line naming the file."""
+#: a notebook name in summary.json: a file stem, no path separators, no leading dot
+NOTEBOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
 
 
-def load_json(path: Path) -> Any:
-    """Parse ``path`` as JSON; :class:`SchemaError` naming the file for unreadable or non-JSON content."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise SchemaError(f"{path}: not a UTF-8 text file (expected JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise SchemaError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+def load_json(path: Path, root: Path | None = None) -> Any:
+    """Parse ``path`` as JSON (a regular file of at most 64 MiB, inside ``root`` when given);
+    :class:`SchemaError` naming the file for anything unreadable or not JSON."""
+    return read_json(path, MAX_JSON_BYTES, root)
 
 
 def _fail(path: Path | str, what: str) -> SchemaError:
@@ -104,16 +99,31 @@ def validate_summary(obj: Any, path: Path | str) -> dict[str, Any]:
     for i, nb in enumerate(books):
         if not isinstance(nb, dict):
             raise _fail(path, f"notebooks[{i}] must be an object, got {_type(nb)}")
-        if not isinstance(nb.get("name"), str) or not nb["name"]:
-            raise _fail(path, f"notebooks[{i}].name must be a non-empty string, got {nb.get('name')!r}")
+        if not isinstance(nb.get("name"), str) or not NOTEBOOK_NAME.match(nb["name"]) or ".." in nb["name"]:
+            raise _fail(path, f"notebooks[{i}].name must be a file stem like '01_nvfp4_math', got {nb.get('name')!r}")
+        for key in ("output", "html"):
+            value = nb.get(key)
+            if value is not None and not (isinstance(value, str) and NOTEBOOK_NAME.match(value) and ".." not in value):
+                raise _fail(path, f"notebooks[{i}].{key} must be null or a file name in the run folder, got {value!r}")
+        for key in ("error",):
+            if nb.get(key) is not None and not isinstance(nb[key], str):
+                raise _fail(path, f"notebooks[{i}].{key} must be null or a string, got {_type(nb[key])}")
+        wall = nb.get("wall_s")
+        if wall is not None and not _is_number(wall):
+            raise _fail(path, f"notebooks[{i}].wall_s must be null or a number, got {_type(wall)}")
         if nb.get("status") not in statuses:
             raise _fail(path, f"notebooks[{i}].status must be one of {sorted(statuses)}, got {nb.get('status')!r}")
     names = [nb["name"] for nb in books]
     if len(set(names)) != len(names):
         raise _fail(path, "a notebook is listed twice in 'notebooks'")
-    started = obj.get("started_utc")
-    if started is not None and not isinstance(started, str):
-        raise _fail(path, f"'started_utc' must be a string, got {_type(started)}")
+    for key in ("started_utc", "command", "run_dir"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise _fail(path, f"'{key}' must be a string, got {_type(obj[key])}")
+    resumed = obj.get("resumed_utc")
+    if resumed is not None and not (isinstance(resumed, list) and all(isinstance(r, str) for r in resumed)):
+        raise _fail(path, "'resumed_utc' must be a list of strings")
+    if not isinstance(obj.get("interrupted", False), bool):
+        raise _fail(path, f"'interrupted' must be true or false, got {_type(obj.get('interrupted'))}")
     return obj
 
 
@@ -121,9 +131,25 @@ def validate_environment(obj: Any, path: Path | str) -> dict[str, Any]:
     """Check an ``environment.json`` (:func:`sm120lab.envinfo.collect`): the parts compare reads."""
     if not isinstance(obj, dict):
         raise _fail(path, f"expected a JSON object, got {_type(obj)}")
-    for key in ("gpu", "packages", "env"):
+    for key in ("gpu", "packages", "env", "sm120lab"):
         if obj.get(key) is not None and not isinstance(obj[key], dict):
             raise _fail(path, f"'{key}' must be an object, got {_type(obj[key])}")
+    for key in ("packages", "env"):
+        for name, value in (obj.get(key) or {}).items():
+            if value is not None and not isinstance(value, str):
+                raise _fail(path, f"{key}[{name!r}] must be null or a string, got {_type(value)}")
+    gpu = obj.get("gpu") or {}
+    if not isinstance(gpu.get("available", False), bool):
+        raise _fail(path, f"gpu.available must be true or false, got {_type(gpu.get('available'))}")
+    for key in ("name", "compute_capability", "driver", "torch_cuda_runtime", "reason"):
+        if gpu.get(key) is not None and not isinstance(gpu[key], str):
+            raise _fail(path, f"gpu.{key} must be null or a string, got {_type(gpu[key])}")
+    for key in ("total_memory_bytes", "device_count", "multiprocessors", "shared_memory_per_block_optin"):
+        if gpu.get(key) is not None and not _is_number(gpu[key]):
+            raise _fail(path, f"gpu.{key} must be null or a number, got {_type(gpu[key])}")
+    for key in ("host", "os", "python", "timestamp_utc"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise _fail(path, f"'{key}' must be null or a string, got {_type(obj[key])}")
     nvcc = obj.get("nvcc")
     if nvcc is not None and not (isinstance(nvcc, list) and all(isinstance(n, dict) for n in nvcc)):
         raise _fail(path, "'nvcc' must be a list of objects")
@@ -168,6 +194,9 @@ def validate_results(obj: Any, path: Path | str) -> dict[str, Any]:
         for i, item in enumerate(answer):
             if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("claim", "status")):
                 raise _fail(path, f"answer[{i}] must be an object with string 'claim' and 'status'")
+            for k in ("value", "why"):
+                if item.get(k) is not None and not isinstance(item[k], (str, int, float)):
+                    raise _fail(path, f"answer[{i}].{k} must be a string, got {_type(item[k])}")
     return obj
 
 
@@ -191,8 +220,8 @@ def record(notebook: str, payload: dict[str, Any]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     if path.exists():
         try:
-            merged = json.loads(path.read_text())
-        except json.JSONDecodeError:
+            merged = load_json(path)
+        except SchemaError:
             merged = {}
     if not isinstance(merged, dict):
         merged = {}

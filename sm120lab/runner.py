@@ -91,6 +91,8 @@ class RunSummary:
     notebooks: list[NotebookResult] = field(default_factory=list)
     command: str | None = None
     resumed_utc: list[str] = field(default_factory=list)
+    #: when Ctrl-C stopped the run (None: it was not interrupted)
+    interrupted_utc: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         failed = [n.name for n in self.notebooks if n.status is NotebookStatus.FAILED]
@@ -105,6 +107,9 @@ class RunSummary:
         }
         if self.resumed_utc:
             out["resumed_utc"] = list(self.resumed_utc)
+        out["interrupted"] = self.interrupted_utc is not None
+        if self.interrupted_utc:
+            out["interrupted_utc"] = self.interrupted_utc
         return out
 
 
@@ -146,7 +151,7 @@ def parameters_for(notebook: Path, params: dict[str, Any]) -> dict[str, Any]:
     import papermill
 
     declared = set(papermill.inspect_notebook(str(notebook)).keys())
-    chosen = {k: v for k, v in params.items() if not isinstance(v, dict) and k in declared}
+    chosen = {k: v for k, v in params.items() if k in declared}
     section = params.get(notebook.stem)
     if isinstance(section, dict):
         unknown = set(section) - declared
@@ -156,13 +161,41 @@ def parameters_for(notebook: Path, params: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def render_html(ipynb: Path) -> Path:
-    import nbformat
-    from nbconvert import HTMLExporter
+def check_parameters(notebooks: list[Path], params: dict[str, Any]) -> None:
+    """Refuse a parameter no notebook of the run declares, before anything runs.
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+    A key is a parameter when a notebook declares it, else a per-notebook section when it names one
+    of ``notebooks`` (its keys must then be declared by that notebook).
+
+    Raises:
+        ValueError: one line naming the parameter (``-p NAME``) and what the notebooks declare.
+    """
+    import papermill
+
+    declared = {p.stem: set(papermill.inspect_notebook(str(p)).keys()) for p in notebooks}
+    everything = set().union(*declared.values()) if declared else set()
+    for key, value in params.items():
+        if key in everything:
+            continue
+        if key in declared and isinstance(value, dict):
+            unknown = sorted(set(value) - declared[key])
+            if unknown:
+                raise ValueError(f"--params: section {key}: {unknown} not declared by {key} "
+                                 f"(declares {sorted(declared[key]) or 'nothing'})")
+            continue
+        if isinstance(value, dict):
+            raise ValueError(f"--params: section {key} names no notebook of this run "
+                             f"(notebooks: {', '.join(sorted(declared))})")
+        raise ValueError(f"-p {key}: no notebook of this run declares this parameter "
+                         f"(declared: {', '.join(sorted(everything)) or 'none'})")
+
+
+def render_html(ipynb: Path, stylesheet: str | None = None) -> Path:
+    """Write ``ipynb``'s page (:func:`sm120lab.runs.pages.render_page`, no scripts) beside it."""
+    from .runs.pages import read_notebook, render_page
+
     out = ipynb.with_suffix(".html")
-    write_text_atomic(out, body)
+    write_text_atomic(out, render_page(read_notebook(ipynb), stylesheet=stylesheet, title=ipynb.stem))
     return out
 
 
@@ -274,6 +307,9 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
 
     Raises:
         RunFolderError: the folder is refused; nothing in it was changed.
+        ValueError: a parameter no notebook declares (:func:`check_parameters`); nothing was changed.
+        KeyboardInterrupt: Ctrl-C; the summary (``"interrupted": true``, unfinished notebooks
+            ``not run``) and ``report.html`` were written first.
     """
     import papermill
     from traitlets.config import Config
@@ -281,6 +317,7 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
     # kernels talk over local IPC sockets, not plain TCP (ipykernel warns at each TCP start without CurveZMQ keys)
     kernel_config = Config({"KernelManager": {"transport": "ipc"}})
     params = params or {}
+    check_parameters(notebooks, params)
     env, earlier = prepare_run_dir(run_dir, mode, env or collect())
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     if earlier is None:
@@ -313,6 +350,7 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
 
         bar = tqdm(todo, desc="notebooks", unit="nb")
         iterator = bar
+    interrupted = False
     try:
         for nb_path, res in iterator:
             if bar is not None:
@@ -325,6 +363,10 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
                                            kernel_name=kernel_name, progress_bar=False, execution_timeout=timeout_s,
                                            config=kernel_config)
                 res.status = NotebookStatus.OK
+            except KeyboardInterrupt:
+                res.status, res.error = NotebookStatus.NOT_RUN, "interrupted (Ctrl-C) while it ran"
+                res.wall_s = round(time.perf_counter() - t0, 2)
+                raise
             except Exception as exc:  # one notebook failing must not stop the others
                 res.status = NotebookStatus.FAILED
                 res.error = _first_error_line(exc)
@@ -336,7 +378,12 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
                 except Exception as exc:  # rendering must not turn a good run into a failure
                     res.error = (res.error or "") + f" [html render failed: {_first_error_line(exc)}]"
             write_json_atomic(run_dir / "summary.json", summary.to_json())
+    except KeyboardInterrupt:
+        interrupted = True
+        summary.interrupted_utc = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     finally:
+        if bar is not None:
+            bar.close()
         if old is None:
             os.environ.pop(RESULTS_ENV, None)
         else:
@@ -349,6 +396,8 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
             write_report(run_dir)
         except Exception as exc:  # the report must not turn a good run into a failure
             print(f"report.html not written: {_first_error_line(exc)}", file=sys.stderr)
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
 
 

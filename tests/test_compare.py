@@ -1,7 +1,6 @@
 """`sm120lab run --matrix` and `sm120lab compare`: folders per combination, differences, regressions."""
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -90,6 +89,6 @@ def test_archive_keeps_results_html_and_a_report(matrix_runs, tmp_path):
 
     dest = archive_run(matrix_runs[0], tmp_path / "archive")
     assert (dest / "results" / "01_probe.json").exists() and (dest / "summary.json").exists()
-    assert (dest / "01_probe.html").read_bytes() == (Path(matrix_runs[0]) / "01_probe.html").read_bytes()
+    assert (dest / "01_probe.html").is_file() and "<script" not in (dest / "01_probe.html").read_text()
     assert (dest / "report.html").is_file()
     assert load_run(dest).results["01_probe"]["verdicts"]["backend-x"] == "correct"

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sm120lab.cli import main
 from sm120lab.compare import Assessment, against_recorded, compare_many, compare_runs, load_run
 from sm120lab.results import SCHEMA_VERSION, SchemaError
+from sm120lab.runs.sanitize import active_content
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDED = REPO / "data" / "runs"
@@ -475,7 +476,8 @@ def test_report_is_self_contained_with_verdicts_environment_and_figures(figure_r
 
     d, small = figure_run
     page = build_report(d)
-    assert page.index("Summary") < page.index("Environment") < page.index("Verdicts") < page.index('id="01_a"')
+    assert (page.index('id="verdicts-table"') < page.index("<h2>Summary") < page.index("<h2>Environment")
+            < page.index("<h2>Verdict boxes") < page.index('id="01_a"'))
     assert "FlashInfer CUTLASS NVFP4 MoE" in page and "flashinfer not installed" in page
     assert "RuntimeError: planted" in page and "no verdict box" in page
     assert page.count("data:image/png;base64,") == 2 and base64.b64encode(small).decode() in page
@@ -499,7 +501,9 @@ def test_archive_keeps_every_figure_the_html_and_whole_text(figure_run, tmp_path
     text = (dest / "01_a.ipynb").read_text()
     assert "<Figure size" not in text and "image/png" not in text and "trimmed" not in text
     assert "y" * 9000 in text and "<td>cell</td>" in text
-    assert (dest / "01_a.html").read_text() == "<html>rendered</html>"
+    page_01 = (dest / "01_a.html").read_text()  # rendered again from the archived notebook, figures as files
+    assert "figures/20260101T000000Z-box-cpu" not in page_01 and 'src="figures/01_a-c001-0.png"' in page_01
+    assert active_content(page_01) == [] and "<script" not in page_01
     page = (dest / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 2
     assert load_run(dest).results["01_a"]["verdicts"] == {"x": "correct"}

@@ -179,8 +179,13 @@ def run(args: argparse.Namespace) -> int:
     from ..compare import ChangeKind, SchemaError, compare_many
 
     console = Console()
+    from ..runs.files import inside
+
     if args.json is not None and args.json.is_dir():
         raise SystemExit(f"--json: expected a file path, got the folder {args.json}")
+    clash = next((r for r in args.runs if args.json is not None and inside(args.json, Path(r))), None)
+    if clash is not None:
+        raise SystemExit(f"--json: {args.json} lies inside the run folder {clash}; write it outside the runs")
     try:
         comparisons = compare_many(args.runs, min_rel=args.min_rel)
     except (FileNotFoundError, SchemaError, ValueError) as exc:

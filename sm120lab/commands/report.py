@@ -18,9 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..report import write_report
     from ..results import SchemaError
+    from ..runs.files import inside
 
     if args.out is not None and args.out.is_dir():
         raise SystemExit(f"--out: expected a file path, got the folder {args.out}")
+    if args.out is not None and inside(args.out, args.run) and args.out.resolve() != (args.run / "report.html").resolve():
+        raise SystemExit(f"--out: {args.out} lies inside the run folder {args.run}; only its report.html may be "
+                         "written there (leave --out out, or choose a path outside the run)")
     try:
         path = write_report(args.run, args.out)
     except (FileNotFoundError, SchemaError) as exc:

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cmdline import command_line
     from ..envinfo import collect
-    from ..runner import RunFolderError, RunMode, default_run_dir, discover_notebooks, execute_all
+    from ..runner import RunFolderError, RunMode, check_parameters, default_run_dir, discover_notebooks, execute_all
 
     console = Console(stderr=False)
     try:
@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]no notebooks found[/red]")
         return 2
     params = load_params(args.parameter, args.params)
+    try:
+        check_parameters(notebooks, params)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     mode = RunMode.RESUME if args.resume else RunMode.OVERWRITE if args.overwrite else RunMode.NEW
     command = command_line("sm120lab", args.argv) if getattr(args, "argv", None) is not None else command_line()
     if args.matrix:
@@ -97,6 +101,14 @@ def run(args: argparse.Namespace) -> int:
                               command=command)
     except RunFolderError as exc:
         raise SystemExit(f"--out: {exc}") from None
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    except KeyboardInterrupt:
+        report = run_dir / "report.html"
+        console.print(f"[red]interrupted[/red]: unfinished notebooks are marked 'not run' in {run_dir / 'summary.json'}"
+                      + (f"; report: {report}" if report.exists() else "")
+                      + f"; finish with: sm120lab run --out {run_dir} --resume", soft_wrap=True)
+        return 130
     table = Table(title=f"sm120lab run -> {run_dir}")
     for col in ("notebook", "status", "wall s", "error"):
         table.add_column(col)
@@ -127,6 +139,8 @@ def _main_matrix(args, notebooks, params, console, command: str) -> int:
         summaries = execute_matrix(notebooks, base, combos, params, progress=not args.no_progress, command=command)
     except RunFolderError as exc:
         raise SystemExit(f"--out: {exc}") from None
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     bad = 0
     for combo, s in zip(combos, summaries):
         failed = [n.name for n in s.notebooks if n.status.value != "ok"]
