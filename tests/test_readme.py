@@ -150,6 +150,18 @@ def test_patches_row():
     assert f"2 stages ({fixed[0]['kernel_smem']:,} B)" in row
 
 
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                 "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+
+
+def _count_in(row: str, noun: str) -> int:
+    """The count the README writes before ``noun`` (a word such as "Eight", or digits such as "1,200")."""
+    m = re.search(rf"\b([A-Za-z]+|[\d,]+) {noun}", row)
+    assert m, f"README findings row: no count before {noun!r}"
+    word = m.group(1).replace(",", "")
+    return int(word) if word.isdigit() else _NUMBER_WORDS.index(word.lower())
+
+
 def test_harness_row():
     from sm120lab.moe.faults import FAULTS
 
@@ -159,12 +171,20 @@ def test_harness_row():
     assert (f"{100 * by_layout['linear']['scale_match']:.3f}% (linear) / "
             f"{100 * by_layout['swizzled']['scale_match']:.3f}% (swizzled)") in row
     assert all(d["verdict"] == "garbage" and d["silent"] for d in diffs)
-    words = {8: "Eight"}
-    assert f"{words[len(FAULTS)]} planted MoE faults" in row
+    # planted faults: the count the README gives is the number of required faults that the recorded
+    # false-alarm sweep caught AND localized in every one of its problems
+    sweep = json.loads((data_dir() / "correctness" / "false_alarm_sweep.json").read_text())["totals"]
+    required = {n: f for n, f in sweep["faults"].items() if f["required"]}
+    assert required and all(f["caught"] == f["localized"] == f["of"] == sweep["problems"] for f in required.values())
+    assert sweep["false_garbage"] == 0 and sweep["required_faults_not_localized"] == 0
+    assert _count_in(row, "planted MoE faults") == len(required)
+    if re.search(r"[\d,]+ (?:sweep )?problems", row):
+        assert _count_in(row, "(?:sweep )?problems") == sweep["problems"]
+    assert set(required) <= {f.name for f in FAULTS}  # the recorded required faults still exist in the code
+    # and the archived H200 run's notebook 03 called every one of them garbage
     h200 = next(p for p in (data_dir() / "runs").iterdir() if "h200" in p.name)
     verdicts = json.loads(next((h200 / "results").glob("03_*.json")).read_text())["verdicts"]
-    faults = {k: v for k, v in verdicts.items() if k.startswith("fault-")}
-    assert len(faults) >= len(FAULTS) and all(v == "garbage" for v in faults.values())
+    assert all(verdicts.get(n) == "garbage" for n in required), {n: verdicts.get(n) for n in required}
 
 
 def test_roofline_row():
@@ -182,10 +202,16 @@ def test_roofline_row():
     assert f"{fi:.1f} is {_pct(100 * fi / c.per_user_tok_s)}" in row
 
 
-def test_kernel_row_reads_the_bench_file_it_names():
+def test_kernel_row_reads_the_newest_bench_file_it_names():
+    from sm120lab.kernels.plan import FRAG_MAX_ROWS
+    from sm120lab.roofline.lesson import newest_bench_file
+
     row = _findings_row("(no portable FP4 MoE kernel)")
     path = re.search(r"`(data/bench/[^`]+\.json)`", row).group(1)
+    newest = newest_bench_file(sorted((data_dir() / "bench").glob("moe_*.json")))
+    assert repo_root() / path == newest, f"README kernel row names {path}; the newest bench file is {newest.name}"
     s = kernel_summary(repo_root() / path)
+    assert f"up to {FRAG_MAX_ROWS:.0f} rows per expert" in row
     assert f"on an {s['gpu']}" in row
     assert f"{s['us_T1']:.0f} us per MoE layer at T=1 ({s['vs_bf16_T1']:.2f}x" in row
     assert f"{s['vs_bf16_Tmax']:.2f}x at T={s['Tmax']}" in row
