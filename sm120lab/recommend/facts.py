@@ -465,11 +465,9 @@ def here_notes(machine: dict, gpu) -> dict[str, str]:
             bare = any(a.startswith("12.") and a[-1].isdigit() for a in val.replace(";", " ").split())
             notes[rid] = f"{val!r}" + (": bare 12.x builds compute_12x (no FP4 MMA)" if bare else "")
     pk = machine.get("packages") or {}
-    fi = pk.get("flashinfer-python")
-    notes["flashinfer-version"] = f"{fi}" + (": below 0.6.7" if fi and ver(fi) and ver(fi) < Version("0.6.7") else "") \
-        if fi else "not installed"
-    vl = pk.get("vllm")
-    notes["vllm-version"] = vl or "not installed"
+    fi, vl = pk.get("flashinfer-python"), pk.get("vllm")
+    notes["versions"] = (f"vllm {vl or 'not installed'}, flashinfer-python {fi or 'not installed'}, "
+                         f"torch {pk.get('torch') or 'not installed'}")
     for var in ("NCCL_CUMEM_ENABLE", "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_NVFP4_GEMM_BACKEND"):
         if var in env:
             notes["env-vars"] = notes.get("env-vars", "") + f"{var}={env[var]} "

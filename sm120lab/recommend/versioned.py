@@ -97,7 +97,7 @@ def version_facts(ctx: Context) -> dict[str, str]:
     for cap, tag in (("12.0", "120"), ("12.1", "121")):
         for cuda in ("12.8", "12.9", "13.0"):
             out[f"fi_arch_{tag}_{cuda.replace('.', '_')}"] = _arch(fi, cap, cuda)
-        out[f"fi_arch_{tag}_bare"] = _arch(fi, cap, "13.0", cap)
+    out["fi_arch_120_bare"] = _arch(fi, "12.0", "13.0", "12.0")  # an explicit FLASHINFER_CUDA_ARCH_LIST=12.0
     out["fi_arch_src"] = _url(fi, getattr(fi, "arch_list_anchor", None))
     jit = getattr(fi, "jit_load_order", None)
     if jit is None or jit.aot_before_jit is None:
