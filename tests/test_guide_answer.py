@@ -189,3 +189,19 @@ def test_the_dgx_spark_block_never_builds_sm120_code_for_sm121(answers):
         assert all(a.startswith("12.1") for a in arch), arch
         item = next(it for it in ans.items if it.id == "flashinfer-arch-list")
         assert "a 12.0f build also runs" not in item.value + item.why
+
+
+def test_the_blocks_own_commands_parse_with_sm120labs_cli(answers):
+    """The verify and patch commands name real sm120lab subcommands, flags and backends."""
+    from sm120lab.cli import build_parser
+    from sm120lab.moe.backends import backend_names
+
+    parser = build_parser()
+    for ans in answers.values():
+        for cmd in (ans.block.verify, ans.block.patch):
+            tokens = shlex.split(cmd.split("&&")[-1])
+            if not tokens or tokens[0] != "sm120lab":
+                continue
+            args = parser.parse_args(tokens[1:])
+            for b in getattr(args, "backend", None) or []:
+                assert b in backend_names(), b
