@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from sm120lab import answer, recommend, results
-from sm120lab.answer import Answer, Status
+from sm120lab import recommend
+from sm120lab.recommend.facts import with_guide_ceiling
 from sm120lab.roofline import (
     PRECISION_PLANS,
     get_model,
@@ -40,6 +40,8 @@ from sm120lab.roofline import (
 from sm120lab.roofline.measured import bench_files, measured_active_experts
 from sm120lab.roofline.published import load_published
 from sm120lab.roofline.routing import expected_distinct_uniform
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 30)
@@ -266,38 +268,14 @@ cols = {"backend": "backend", "cuda": "CUDA", "concurrency": "users", "tok_s": "
 print(seed[list(cols)].rename(columns=cols).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="-"))
 
 # %%
-ok = seed[seed["tok_s"].notna()]
-names = list(dict.fromkeys(ok["backend"]))
-fig, ax = plt.subplots(figsize=(10, 4.5))
-width = 0.38
-for j, c in enumerate((1, 4)):
-    sub = ok[ok["concurrency"] == c].set_index("backend").reindex(names)
-    x = np.arange(len(names)) + (j - 0.5) * width
-    ax.bar(x, sub["tok_s"], width, label=f"{c} user{'s' if c > 1 else ''} (per user)")
-    for xi, (_, r) in zip(x, sub.iterrows()):
-        if pd.notna(r["tok_s"]):
-            ax.errorbar(xi, r["tok_s"], yerr=[[r["tok_s"] - r["tok_s_low"]], [r["tok_s_high"] - r["tok_s"]]],
-                        color="k", capsize=3, lw=1)
-            ax.annotate(f"{r['pct_linear-quantized']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
-                        fontsize=9, xytext=(0, 2), textcoords="offset points")
-    cval = ok[ok["concurrency"] == c]["ceiling_linear-quantized"].iloc[0]
-    ax.axhline(cval, ls="--", lw=1, color=f"C{j}", label=f"ceiling, {c} user{'s' if c > 1 else ''}: {cval:.0f} tok/s")
-labels = list(names)
-if prediction:
-    labels.append("Triton kernel\n(PREDICTION)")
-    for j, c in enumerate((1, 4)):
-        if c in prediction:
-            xi, val = len(names) + (j - 0.5) * width, prediction[c]["predicted_tok_s"]
-            ax.bar(xi, val, width, color=f"C{j}", alpha=0.45, hatch="//", edgecolor="k",
-                   label="prediction, unverified on SM120 hardware" if j == 0 else None)
-            ax.annotate(f"{prediction[c]['pct_of_ceiling']:.0f}%", (xi, val), ha="center", va="bottom", fontsize=9,
-                        xytext=(0, 2), textcoords="offset points")
-ax.set_xticks(np.arange(len(labels)), labels, rotation=12)
-ax.set_xlabel("backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, section 7)")
-ax.set_ylabel("tok/s per user")
-ax.set_title("4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the ceiling")
-ax.legend(fontsize=8, loc="upper right")
-plt.tight_layout()
+# the guide's ceiling (checkpoint formats + all-reduce latency) of each row's own setup
+seed_guide = with_guide_ceiling(seed, "rtx-pro-6000")
+print(seed_guide[["backend", "concurrency", "tok_s", "ceiling_guide", "pct_guide"]].to_string(
+    index=False, float_format=lambda x: f"{x:.1f}", na_rep="-"))
+fig = lesson.plot_published(seed_guide, prediction, plan="guide",
+                            title="4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the guide's ceiling",
+                            xlabel="backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, "
+                                   "section 7)")
 plt.show()
 
 # %% [markdown]

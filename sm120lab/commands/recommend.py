@@ -104,18 +104,3 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"--json: cannot write {args.json}: {exc.strerror or exc}") from None
         print(f"wrote {args.json} ({len(items)} items)")
     return 0
-    if args.markdown:
-        print(recommend.to_markdown(items))
-    else:
-        recommend.show(items, title=title)
-    if args.json:
-        doc = recommend.to_json(items, gpu=gpu, setup=setup)
-        doc["command"] = command_line("sm120lab", None)
-        if machine is not None:
-            doc["machine"] = machine
-        try:
-            write_json_atomic(args.json, doc)
-        except OSError as exc:
-            raise SystemExit(f"--json: cannot write {args.json}: {exc.strerror or exc}") from None
-        print(f"wrote {args.json} ({len(items)} items)")
-    return 0

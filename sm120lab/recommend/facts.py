@@ -307,6 +307,21 @@ def ceiling_of(gpu: str, setup) -> CeilingAnswer:
     return CeilingAnswer(c, c0, prec, counted, lat, lat_text)
 
 
+def with_guide_ceiling(rows, gpu: str = "rtx-pro-6000"):
+    """``rows`` (published rows with model, tp, pp, concurrency, tok_s) plus ``ceiling_guide`` and
+    ``pct_guide``: the guide's ceiling (:func:`ceiling_of`) of each row's own setup."""
+    from .setup import Setup
+
+    out = rows.copy()
+    ceil = []
+    for _, r in out.iterrows():
+        setup = Setup(model=str(r["model"]), tp=int(r["tp"]), pp=int(r["pp"]), users=int(r["concurrency"]))
+        ceil.append(ceiling_of(gpu, setup).per_user_tok_s)
+    out["ceiling_guide"] = ceil
+    out["pct_guide"] = 100 * out["tok_s"] / out["ceiling_guide"]
+    return out
+
+
 def ceiling_value(gpu: str, setup) -> tuple[str, str]:
     """``(value, extra why)`` of the ceiling item (:func:`ceiling_of`)."""
     from ..roofline import get_model

@@ -193,7 +193,7 @@ def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta:
 
 
 def plot_published(seed, prediction: dict | None = None, *, title: str = "", xlabel: str = "", ax=None,
-                   wrap: int = 14):
+                   wrap: int = 14, plan: str = "linear-quantized"):
     """Bar chart of the seed's published per-user tok/s (1 and 4 users, p10-p90 whiskers) against the
     ceiling of each concurrency (dashed), each bar labelled with its share of the ceiling.
 
@@ -209,6 +209,8 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
         xlabel: x-axis label.
         ax: the axes to draw into (a new 10 x 4.8 in figure when None).
         wrap: tick-label width in characters.
+        plan: which ceiling columns to draw (``ceiling_<plan>``, ``pct_<plan>``); ``guide`` for the
+            decision guide's (``sm120lab.recommend.facts.with_guide_ceiling``).
 
     Returns:
         The figure.
@@ -233,10 +235,10 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
             if pd.notna(r["tok_s"]):
                 ax.errorbar(xi, r["tok_s"], yerr=[[r["tok_s"] - r["tok_s_low"]], [r["tok_s_high"] - r["tok_s"]]],
                             color="k", capsize=3, lw=1)
-                ax.annotate(f"{r['pct_linear-quantized']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
+                ax.annotate(f"{r[f'pct_{plan}']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
                             fontsize=9, xytext=(0, 2), textcoords="offset points")
                 top = max(top, r["tok_s_high"])
-        ceil = ok[ok["concurrency"] == c]["ceiling_linear-quantized"]
+        ceil = ok[ok["concurrency"] == c][f"ceiling_{plan}"]
         if len(ceil):
             ax.axhline(ceil.iloc[0], ls="--", lw=1, color=f"C{j}", label=f"ceiling, {users}: {ceil.iloc[0]:.0f} tok/s")
             top = max(top, ceil.iloc[0])
