@@ -289,6 +289,8 @@ RULES: dict[str, Rule] = {
     "reference": _anywhere("fp64 per-expert loop over dequantized weights: the ground truth, any device"),
     "emulated-w4a4": _anywhere("NVFP4 activations x NVFP4 weights in exact fp32 math: any device"),
     "torch-bf16": _anywhere("dequantize + bf16 matmul: any device"),
+    "flashinfer-b12x-w4a16": _flashinfer_sm12x,
+    "flashinfer-b12x-w4a4": _flashinfer_sm12x,
     "flashinfer-cutlass": _flashinfer_cutlass,
     "flashinfer-sm12x-w4a16": _flashinfer_sm12x,
     "flashinfer-sm12x-w4a4": _flashinfer_sm12x,

@@ -36,8 +36,8 @@ from sm120lab.moe.backends.api_check import (
     signature_from_record,
 )
 
-ADAPTERS = {"flashinfer-cutlass", "flashinfer-sm12x-w4a4", "flashinfer-sm12x-w4a16", "vllm-cutlass-fp4",
-            "vllm-marlin"}
+ADAPTERS = {"flashinfer-cutlass", "flashinfer-sm12x-w4a4", "flashinfer-sm12x-w4a16", "flashinfer-b12x-w4a4",
+            "flashinfer-b12x-w4a16", "vllm-cutlass-fp4", "vllm-marlin"}
 
 
 def _flat(calls) -> list[str]:
@@ -87,7 +87,7 @@ def _returns(key: str, a: dict, self_obj=None):
     """What a stand-in returns (just enough for the adapter to reach its end)."""
     name = key.split(":")[1]
     if name.endswith(".prepare_weights"):
-        return {"w1": a["w1_fp4"]}
+        return {"w1": a["w1_fp4"] if "w1_fp4" in a else a["w1_bf16"]}
     if name == "MoELayer.__call__":
         x = a["act_pack"].hidden_states_q
         return torch.ones(x.shape, dtype=torch.bfloat16)
@@ -251,6 +251,40 @@ def check_flashinfer_sm12x(calls: Calls, p, out, w4a4: bool) -> None:
     assert c.H % 128 == 0 and c.I % 64 == 0  # hidden_128, inter_64 (the adapter checks it too)
 
 
+def check_flashinfer_b12x(calls: Calls, p, out, w4a4: bool) -> None:
+    from sm120lab.nvfp4 import dequantize_nvfp4, swizzle_scales_128x4
+
+    c = p.config
+    cls = "B12xNvfp4Config" if w4a4 else "B12xW4A16Config"
+    a = calls.one(f"flashinfer.fused_moe:{cls}.prepare_weights")
+    if w4a4:  # bf16_weights: canonical bf16 [E, 2I, H] in [up; gate] order (fi.moe.w1_up_gate) and [E, H, I]
+        assert a["w1_bf16"].dtype == torch.bfloat16 == a["w2_bf16"].dtype
+        assert a["w1_bf16"].shape == (c.E, 2 * c.I, c.H) and a["w2_bf16"].shape == (c.E, c.H, c.I)
+        up = dequantize_nvfp4(p.w13).to(torch.bfloat16)[:, c.I:]
+        assert torch.equal(a["w1_bf16"][:, : c.I], up)
+        assert (a["num_local_experts"], a["hidden_size"], a["intermediate_size"]) == (c.E, c.H, c.I)
+    else:
+        assert a["w1_fp4"].dtype == torch.uint8 == a["w2_fp4"].dtype
+        assert a["w1_fp4"].shape == (c.E, 2 * c.I, c.H // 2) and a["w2_fp4"].shape == (c.E, c.H, c.I // 2)
+        assert torch.equal(a["w1_fp4"][:, : c.I], p.w13.data[:, c.I:])  # w4a16_w13_is_up_gate
+        # w4a16_swizzled_scales: the [up; gate] linear scales, 128x4-swizzled
+        up_gate = torch.cat((p.w13.linear_scale()[:, c.I:], p.w13.linear_scale()[:, : c.I]), dim=1)
+        assert torch.equal(a["w1_blockscale"].view(torch.uint8), swizzle_scales_128x4(up_gate).view(torch.uint8))
+        assert a["w1_blockscale"].dtype == torch.float8_e4m3fn
+        assert tuple(a["w2_blockscale"].shape) == (c.E, _align(c.H, 128), _align(c.I // 16, 4))
+        for k in ("w1_global_scale", "w2_global_scale"):  # w4a16_modelopt_global: decode-side 1/gs, fp32 [E]
+            assert a[k].dtype == torch.float32 and tuple(a[k].shape) == (c.E,)
+        torch.testing.assert_close(a["w1_global_scale"], 1.0 / _packing.per_expert(p.w13.global_scale, c.E))
+        assert a["source_format"] == "modelopt"
+    pf = calls.one("flashinfer.fused_moe:MoEWeightPack.prepare_for")
+    assert pf["backend_key"] == ("b12x_nvfp4" if w4a4 else "b12x_w4a16")  # backend_key(_w4a16)
+    q = calls.one("flashinfer.fused_moe:QuantConfig")
+    assert q["activation"].name == ("NVFP4" if w4a4 else "BF16") and q["weight"].name == "NVFP4"
+    act = calls.one("flashinfer.fused_moe:MoEActivationPack")
+    assert act["hidden_states_q"].dtype == torch.bfloat16 and act["topk_ids"].dtype == torch.int32
+    assert c.H % 16 == 0 and c.I % 16 == 0  # dims_16
+
+
 def check_vllm_cutlass(calls: Calls, p, out) -> None:
     c = p.config
     a = calls.one(*(f"{m}:run_cutlass_moe_fp4" for m in vllm_nvfp4._CUTLASS_MODULES))
@@ -289,6 +323,8 @@ CHECKS = {
     "flashinfer-cutlass": check_flashinfer_cutlass,
     "flashinfer-sm12x-w4a4": lambda c, p, o: check_flashinfer_sm12x(c, p, o, True),
     "flashinfer-sm12x-w4a16": lambda c, p, o: check_flashinfer_sm12x(c, p, o, False),
+    "flashinfer-b12x-w4a4": lambda c, p, o: check_flashinfer_b12x(c, p, o, True),
+    "flashinfer-b12x-w4a16": lambda c, p, o: check_flashinfer_b12x(c, p, o, False),
     "vllm-cutlass-fp4": check_vllm_cutlass,
     "vllm-marlin": check_vllm_marlin,
 }
@@ -416,6 +452,45 @@ def test_layout_checks_catch_a_wrong_gate_up_order(monkeypatch, seed):
     calls, p, out, _ = _drive(monkeypatch, backend, "flashinfer-python", "0.7.4", seed)
     with pytest.raises(AssertionError):
         check_flashinfer_sm12x(calls, p, out, False)
+
+
+@pytest.mark.parametrize("name", ["flashinfer-b12x-w4a4", "flashinfer-b12x-w4a16"])
+def test_mutation_b12x_on_flashinfer_065_is_caught(monkeypatch, seed, name):
+    """The b12x configs do not exist in 0.6.5: the import fails and the version check skips."""
+    backend = all_backends()[name]
+    with pytest.raises(ImportError):
+        _drive(monkeypatch, backend, "flashinfer-python", "0.6.5", seed)
+    assert "older than 0.7.4" in backend.version_skip_reason("0.6.5")
+
+
+@pytest.mark.parametrize("w4a4", [True, False])
+def test_b12x_layout_checks_catch_a_wrong_gate_up_order(monkeypatch, seed, w4a4):
+    """[gate; up] handed to b12x prepare_weights is caught by the layout check."""
+    monkeypatch.setattr(_packing, "w31", lambda q: (q.data.contiguous(), q.linear_scale().contiguous()))
+    monkeypatch.setattr(_packing, "up_gate_order", lambda t: t.contiguous())
+    name = "flashinfer-b12x-w4a4" if w4a4 else "flashinfer-b12x-w4a16"
+    calls, p, out, _ = _drive(monkeypatch, all_backends()[name], "flashinfer-python", "0.7.4", seed)
+    with pytest.raises(AssertionError):
+        check_flashinfer_b12x(calls, p, out, w4a4)
+
+
+def test_b12x_layout_check_catches_linear_scales(monkeypatch, seed):
+    """b12x W4A16 wants swizzled block scales: linear ones handed over are caught."""
+    monkeypatch.setattr(_packing, "swizzled", lambda s: s.contiguous())
+    calls, p, out, _ = _drive(monkeypatch, all_backends()["flashinfer-b12x-w4a16"], "flashinfer-python", "0.7.4",
+                              seed)
+    with pytest.raises(AssertionError):
+        check_flashinfer_b12x(calls, p, out, False)
+
+
+def test_b12x_rejects_shapes_the_runners_do_not_take():
+    from types import SimpleNamespace
+
+    from sm120lab.moe.backends.flashinfer_b12x import check_shape
+
+    check_shape(SimpleNamespace(H=4096, I=1024))
+    with pytest.raises(ValueError, match="multiples of 16"):
+        check_shape(SimpleNamespace(H=4096, I=1000))
 
 
 def test_layout_checks_catch_a_one_element_activation_scale(monkeypatch, seed):
@@ -627,3 +702,4 @@ def test_flashinfer_sm12x_against_the_real_package(monkeypatch, seed, name):
     out = torch.full((p.tokens, p.config.H), -(2.0 ** 127), dtype=torch.bfloat16)
     all_backends()[name].run(p, out)
     assert len(packed["inputs"]) == (12 if name.endswith("w4a4") else 10) and bool((out == 1.0).all())
+

@@ -102,6 +102,8 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         (_FI, "cutlass_fused_moe"),
         (_FI, "SM12xNvfp4Config"), (_FI, "SM12xNvfp4Config.prepare_weights"),
         (_FI, "SM12xNvfp4Bf16Config"), (_FI, "SM12xNvfp4Bf16Config.prepare_weights"),
+        (_FI, "B12xNvfp4Config"), (_FI, "B12xNvfp4Config.prepare_weights"),
+        (_FI, "B12xW4A16Config"), (_FI, "B12xW4A16Config.prepare_weights"),
         (_FI, "MoEWeightPack"), (_FI, "MoEWeightPack.prepare_for"),
         (_FI, "MoEActivationPack"), (_FI, "MoEConfig"), (_FI, "RoutingConfig"), (_FI, "QuantConfig"),
         (_FI, "QuantFormat"), (_FI, "ExpertConfig"), (_FI, "SwiGLU"), (_FI, "BackendOptions"),
@@ -125,6 +127,7 @@ _QU = "flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.
 _API = "flashinfer/fused_moe/api.py"
 _PREP = "flashinfer/fused_moe/prepare.py"
 _RUN = "flashinfer/fused_moe/runners.py"
+_W4A16 = "flashinfer/fused_moe/cute_dsl/blackwell_sm12x/moe_w4a16_prepare.py"
 _VCUT = ("vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py",
          "vllm/model_executor/layers/fused_moe/cutlass_moe.py")
 _VMAR = ("vllm/model_executor/layers/fused_moe/experts/marlin_moe.py",
@@ -192,6 +195,27 @@ FACTS: dict[str, tuple[Fact, ...]] = {
              "the W4A4 runner reads the weight view registered under 'sm12x_nvfp4'"),
         Fact("fi.sm12x.backend_key_bf16", _RUN, 'backend_key = "sm12x_nvfp4_bf16"',
              "the W4A16 runner reads the weight view registered under 'sm12x_nvfp4_bf16'"),
+        Fact("fi.b12x.backend_key", _RUN, 'backend_key = "b12x_nvfp4"',
+             "the b12x W4A4 runner reads the weight view registered under 'b12x_nvfp4'"),
+        Fact("fi.b12x.backend_key_w4a16", _RUN, 'backend_key = "b12x_w4a16"',
+             "the b12x W4A16 runner reads the weight view registered under 'b12x_w4a16'"),
+        Fact("fi.b12x.cuda13_sm12x", _RUN, 'raise ValueError("b12x unified MoE requires CUDA 13 or later.")',
+             "the b12x runners need CUDA 13, the CuTe DSL package, and an SM120 or SM121 GPU"),
+        Fact("fi.b12x.bf16_weights", _PREP, 'raise TypeError("b12x canonical weights must use torch.bfloat16.")',
+             "B12xNvfp4Config.prepare_weights takes bf16 w1 [E, 2I, H] ([up; gate]) and w2 [E, H, I] and "
+             "quantizes them itself"),
+        Fact("fi.b12x.requantized_global_one", _PREP,
+             "global_scale=torch.ones(1, device=weights.device, dtype=torch.float32),",
+             "b12x NVFP4 weights are requantized with a global scale of 1 (E4M3 block scales only); the "
+             "view's alphas and fc2_input_scale are ones", after="def _quantize_b12x_expert_weights("),
+        Fact("fi.b12x.dims_16", _PREP, 'raise ValueError("b12x NVFP4 dimensions must be multiples of 16.")',
+             "b12x NVFP4 needs hidden_size and intermediate_size multiples of 16"),
+        Fact("fi.b12x.w4a16_swizzled_scales", _W4A16, "The per-block scales are the normal NVFP4 K/16 scale grid in swizzled",
+             "b12x W4A16 takes the K/16 E4M3 block scales in 128x4-swizzled storage"),
+        Fact("fi.b12x.w4a16_modelopt_global", _W4A16, "The global scales are raw ModelOpt weight global scales",
+             "b12x W4A16 takes ModelOpt weight global scales as is (decode-side weight_scale_2 = 1/gs)"),
+        Fact("fi.b12x.w4a16_w13_is_up_gate", _W4A16, '"up_gate": "w13",',
+             "b12x W4A16's default w13 layout 'w13' is [up; gate] (alias 'up_gate')"),
     ),
     "vllm": (
         Fact("vllm.cutlass.uint8_weights", _VCUT, 'assert w1_fp4.dtype == torch.uint8, "weight 1 must be uint8"',

@@ -47,20 +47,12 @@ class FlashInferSM12x(AdapterBackend):
     w4a4 = True
 
     def run(self, problem, out):
-        from flashinfer.fused_moe import (
-            BackendOptions,
-            ExpertConfig,
-            MoEActivationPack,
-            MoEConfig,
-            MoELayer,
-            MoEWeightPack,
-            QuantConfig,
-            QuantFormat,
-            RoutingConfig,
-            SM12xNvfp4Bf16Config,
-            SM12xNvfp4Config,
-            SwiGLU,
-        )
+        cls, key, view = self.prepare(problem)
+        return self.launch(problem, out, cls, key, view)
+
+    def prepare(self, problem):
+        """``(config class, weight-pack backend key, weight view)`` for this runner."""
+        from flashinfer.fused_moe import SM12xNvfp4Bf16Config, SM12xNvfp4Config
 
         from ._packing import activation_gscale, modelopt_scale, w31
 
@@ -78,8 +70,26 @@ class FlashInferSM12x(AdapterBackend):
         if self.w4a4:
             view["w1_input_global_scale"] = activation_gscale(problem.a1_gscale).reshape(1).to(dev)
             view["w2_input_global_scale"] = activation_gscale(problem.a2_gscale).reshape(1).to(dev)
+        return cls, "sm12x_nvfp4" if self.w4a4 else "sm12x_nvfp4_bf16", view
+
+    def launch(self, problem, out, cls, key, view):
+        """Register ``view`` under ``key`` and run one ``MoELayer`` whose only candidate is ``cls()``."""
+        from flashinfer.fused_moe import (
+            BackendOptions,
+            ExpertConfig,
+            MoEActivationPack,
+            MoEConfig,
+            MoELayer,
+            MoEWeightPack,
+            QuantConfig,
+            QuantFormat,
+            RoutingConfig,
+            SwiGLU,
+        )
+
+        cfg = problem.config
         pack = MoEWeightPack()
-        pack.prepare_for("sm12x_nvfp4" if self.w4a4 else "sm12x_nvfp4_bf16", view)
+        pack.prepare_for(key, view)
         act = MoEActivationPack(problem.hidden.to(torch.bfloat16).contiguous(), None,
                                 problem.topk_ids.to(torch.int32).contiguous(),
                                 problem.topk_weights.float().contiguous())
@@ -91,7 +101,7 @@ class FlashInferSM12x(AdapterBackend):
             activation=SwiGLU(),
             backend=BackendOptions(candidates=(cls(),)),
         )
-        result = MoELayer(config, device=dev)(act, pack)
+        result = MoELayer(config, device=problem.device)(act, pack)
         out.copy_(result[0] if isinstance(result, (list, tuple)) else result)
         return {**self.api_notes(), "runner": cls.__name__}
 
