@@ -1,4 +1,4 @@
-"""sm120lab.answer: the verdict box's vocabulary, rendering and recording."""
+"""sm120lab.runs.answer: the verdict box's vocabulary, rendering and recording."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from sm120lab import answer
-from sm120lab.answer import Answer, Status
-from sm120lab.results import RESULTS_ENV
+from sm120lab.runs import answer
+from sm120lab.runs.answer import Answer, Status
+from sm120lab.runs.results import RESULTS_ENV
 
 
 def test_status_is_a_str_enum_with_the_fixed_vocabulary():

@@ -6,12 +6,12 @@ import nbformat
 import pytest
 
 from sm120lab.cli import main
-from sm120lab.compare import compare_many, load_run, timeline
-from sm120lab.run_matrix import load_matrix
+from sm120lab.runs.compare import compare_many, load_run, timeline
+from sm120lab.runs.matrix import load_matrix
 
 BODY = """
 import os
-from sm120lab import results
+from sm120lab.runs import results
 flavor = os.environ.get('SM120LAB_TEST_FLAVOR', 'none')
 results.record_verdicts('01_probe', {'backend-x': 'correct', 'backend-y': 'correct' if flavor == 'a' else 'degraded'})
 results.record_compile_matrix('01_probe', {'mma|13.0|sm_120': 'rejected-ptxas', 'mma|13.0|sm_120f': 'accepted' if flavor == 'a' else 'rejected-arch'})
@@ -85,7 +85,7 @@ def test_bad_inputs(tmp_path):
 
 
 def test_archive_keeps_results_html_and_a_report(matrix_runs, tmp_path):
-    from sm120lab.run_archive import archive_run
+    from sm120lab.runs.archive import archive_run
 
     dest = archive_run(matrix_runs[0], tmp_path / "archive")
     assert (dest / "results" / "01_probe.json").exists() and (dest / "summary.json").exists()

@@ -14,7 +14,7 @@ import pytest
 
 from sm120lab.cli import main
 from sm120lab.commands.compare import breakable, show_value
-from sm120lab.compare import Assessment, compare_many
+from sm120lab.runs.compare import Assessment, compare_many
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDED = sorted(p for p in (REPO / "data" / "runs").iterdir() if (p / "summary.json").is_file())

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sm120lab.cli import main
-from sm120lab.compare import Assessment, against_recorded, compare_many, compare_runs, load_run
-from sm120lab.results import SCHEMA_VERSION, SchemaError
+from sm120lab.runs.compare import Assessment, against_recorded, compare_many, compare_runs, load_run
+from sm120lab.runs.results import SCHEMA_VERSION, SchemaError
 from sm120lab.runs.sanitize import active_content
 
 REPO = Path(__file__).resolve().parents[1]
@@ -286,7 +286,7 @@ def _tree(d: Path) -> dict[str, bytes]:
 def books(tmp_path):
     d = tmp_path / "nbs"
     d.mkdir()
-    _notebook(d / "01_ok.ipynb", "from sm120lab import results\nresults.record('01_ok', {'v': 1})")
+    _notebook(d / "01_ok.ipynb", "from sm120lab.runs import results\nresults.record('01_ok', {'v': 1})")
     flag = tmp_path / "fail-flag"
     flag.write_text("1")
     _notebook(d / "02_flaky.ipynb", f"import pathlib\nassert not pathlib.Path({str(flag)!r}).exists(), 'planted'")
@@ -384,7 +384,7 @@ def test_unwritable_out_is_one_line(books, tmp_path, capsys):
 
 
 def test_discovery_runs_every_numbered_notebook_only(books):
-    from sm120lab.runner import discover_notebooks
+    from sm120lab.runs.execute import discover_notebooks
 
     nbs, _ = books
     _notebook(nbs / "07_new.ipynb", "print(7)")
@@ -398,7 +398,7 @@ def test_discovery_runs_every_numbered_notebook_only(books):
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077, 0o002])
 def test_atomic_writes_use_the_umask(tmp_path, umask):
     from sm120lab.atomic_io import write_json_atomic
-    from sm120lab.results import record
+    from sm120lab.runs.results import record
 
     old = os.umask(umask)
     try:
@@ -472,7 +472,7 @@ def figure_run(tmp_path, seed):
 
 
 def test_report_is_self_contained_with_verdicts_environment_and_figures(figure_run):
-    from sm120lab.report import build_report
+    from sm120lab.runs.report import build_report
 
     d, small = figure_run
     page = build_report(d)
@@ -489,7 +489,7 @@ def test_report_is_self_contained_with_verdicts_environment_and_figures(figure_r
 def test_archive_keeps_every_figure_the_html_and_whole_text(figure_run, tmp_path):
     from PIL import Image
 
-    from sm120lab.run_archive import MAX_FIGURE_PX, archive_run
+    from sm120lab.runs.archive import MAX_FIGURE_PX, archive_run
 
     d, small = figure_run
     dest = archive_run(d, tmp_path / "archive")

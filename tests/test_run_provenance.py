@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sm120lab.compare import run_overview
 from sm120lab.envinfo import collect, provenance, provenance_text
+from sm120lab.runs.compare import run_overview
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_overview_counts_the_running_run_apart_and_has_no_missing_values(tmp_pat
 
 
 def test_archived_report_is_titled_with_the_final_name(tmp_path):
-    from sm120lab.run_archive import archive_run
+    from sm120lab.runs.archive import archive_run
 
     run = _run_folder(tmp_path / "20260101T000000Z-box-cpu", {"01_nb": "ok"}, {"available": False})
     dest = archive_run(run, tmp_path / "archive")

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from sm120lab.cli import main
-from sm120lab.runner import discover_notebooks, parameters_for, run_tag
+from sm120lab.runs.execute import discover_notebooks, parameters_for, run_tag
 
 
 def _notebook(path, code_cells, params=None):
@@ -27,7 +27,7 @@ def books(tmp_path):
     d = tmp_path / "nbs"
     d.mkdir()
     _notebook(d / "01_ok.ipynb", [
-        "from sm120lab import results\nresults.record('01_ok', {'value': value * 2})\nprint('value', value)"],
+        "from sm120lab.runs import results\nresults.record('01_ok', {'value': value * 2})\nprint('value', value)"],
         params="value = 1")
     _notebook(d / "02_fails.ipynb", ["raise RuntimeError('planted failure')"])
     _notebook(d / "03_after.ipynb", ["print('still runs')"], params="other = 'a'")

@@ -12,8 +12,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from sm120lab import answer, results
-from sm120lab.answer import Answer, Status
 from sm120lab.nvfp4 import (
     E2M1_VALUES,
     dequantize_nvfp4,
@@ -23,6 +21,8 @@ from sm120lab.nvfp4 import (
     swizzle_scales_128x4,
 )
 from sm120lab.quant_error import cuda_matches_cpu, error_table, sample_distribution, tensor_scale_effect
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 160)
 pd.set_option("display.float_format", lambda v: f"{v:.4g}")

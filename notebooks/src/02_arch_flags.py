@@ -25,8 +25,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from sm120lab import answer, cutlass_smem, recommend, results
-from sm120lab.answer import Answer, Status
+from sm120lab import cutlass_smem, recommend
 from sm120lab.archflags import matrix as mx
 from sm120lab.archflags.probes import get_probe
 from sm120lab.archflags.summary import CODES, cell_code, cells_frame, describe, find, grid, load
@@ -34,6 +33,8 @@ from sm120lab.archflags.verdicts import verdict_table
 from sm120lab.constants import SM120_SMEM_LIMIT
 from sm120lab.cutlass_smem.analysis import configs
 from sm120lab.paths import data_dir
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 120)

@@ -29,8 +29,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from sm120lab import answer, results
-from sm120lab.answer import Answer, Status, status_of_verdict
 from sm120lab.moe import make_moe_problem
 from sm120lab.moe.backends import all_backends
 from sm120lab.moe.faults import all_faults
@@ -39,6 +37,8 @@ from sm120lab.moe.plots import plot_expert_bars, plot_heatmap, plot_histograms
 from sm120lab.moe.quantizer_diff import diff_quantizer, flashinfer_fp4_quantize_diffs
 from sm120lab.nvfp4 import quantize_nvfp4
 from sm120lab.paths import data_dir
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status, status_of_verdict
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)

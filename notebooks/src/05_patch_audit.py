@@ -29,9 +29,10 @@ import textwrap
 import pandas as pd
 from rich.console import Console
 
-from sm120lab import answer, doctor, recommend, results
-from sm120lab.answer import Answer, Status
+from sm120lab import doctor, recommend
 from sm120lab.patches import audit, audit_available
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 90)

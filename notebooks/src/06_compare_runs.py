@@ -8,7 +8,7 @@
 # `sm120lab compare RUN_A RUN_B ...` (non-zero exit status on a correctness regression).
 #
 # Under `sm120lab run` this notebook judges **the run it is part of** against every run recorded
-# in `data/runs/` (`sm120lab.compare.against_recorded`). Opened on its own on a new machine, it
+# in `data/runs/` (`sm120lab.runs.compare.against_recorded`). Opened on its own on a new machine, it
 # judges that machine's newest run (the newest folder under `runs/` that `make run` wrote), or,
 # when there is none yet, compares the recorded runs with each other. Pass `runs` to compare any
 # run folders.
@@ -21,9 +21,10 @@ import pandas as pd
 from IPython.display import display
 from matplotlib.patches import Patch
 
-from sm120lab import answer, results
-from sm120lab.answer import Answer, Status
-from sm120lab.compare import (
+from sm120lab.paths import data_dir
+from sm120lab.runs import answer, results
+from sm120lab.runs.answer import Answer, Status
+from sm120lab.runs.compare import (
     Assessment,
     against_recorded,
     compare_many,
@@ -33,7 +34,6 @@ from sm120lab.compare import (
     run_overview,
     timeline,
 )
-from sm120lab.paths import data_dir
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 60)

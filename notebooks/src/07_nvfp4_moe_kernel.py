@@ -35,8 +35,6 @@ if not torch.cuda.is_available():
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from sm120lab import answer
-from sm120lab.answer import Answer, Status
 from sm120lab.bench.moe import find_row
 from sm120lab.bench.plot import pct_of_floor, plot_moe
 from sm120lab.constants import SENTINEL
@@ -46,6 +44,8 @@ from sm120lab.kernels.moe_layer import fused_moe_packed, interpreting
 from sm120lab.kernels.prepack import prepare_moe_weights, unpack_moe_weights
 from sm120lab.moe import make_moe_problem
 from sm120lab.moe.reference import moe_reference
+from sm120lab.runs import answer
+from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 200)
 

@@ -18,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..paths import data_dir
-    from ..results import SchemaError
-    from ..run_archive import archive_run
+    from ..runs.archive import archive_run
+    from ..runs.results import SchemaError
 
     dest_root = args.dest or data_dir() / "runs"
     try:

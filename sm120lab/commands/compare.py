@@ -1,4 +1,4 @@
-"""``sm120lab compare RUN_A RUN_B [...]``: what changed between run folders (see sm120lab.compare).
+"""``sm120lab compare RUN_A RUN_B [...]``: what changed between run folders (see sm120lab.runs.compare).
 
 Prints, per later run, the environment facts that differ and the changes of its checks grouped by
 notebook (regressions, fixes and changes one per row; more than three not-comparable, new or
@@ -115,7 +115,7 @@ def _widths(console, n_values: int, last: int) -> list[int]:
 
 
 def _change_rows(cmp, show_all: bool) -> list[list[str]]:
-    from ..compare import Assessment, ChangeKind
+    from ..runs.compare import Assessment, ChangeKind
 
     styles = {Assessment.REGRESSION: "red", Assessment.FIX: "green", Assessment.IMPROVEMENT: "green",
               Assessment.WITHIN_NOISE: "dim", Assessment.NOT_COMPARABLE: "yellow"}
@@ -155,7 +155,7 @@ def print_comparison(console, cmp, show_all: bool = False, gate: int | None = No
     """One comparison: title, environment table, changes table, summary line."""
     from rich.markup import escape
 
-    from ..compare import ChangeKind
+    from ..runs.compare import ChangeKind
 
     console.print(f"[bold]{escape(cmp.other)}[/bold] vs baseline [bold]{escape(cmp.baseline)}[/bold]")
     env = [[c.key, show_value(c.before), show_value(c.after), c.detail or "changed"]
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from ..atomic_io import write_json_atomic
-    from ..compare import ChangeKind, SchemaError, compare_many
+    from ..runs.compare import ChangeKind, SchemaError, compare_many
 
     console = Console()
     from ..runs.files import inside

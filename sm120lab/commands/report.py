@@ -1,5 +1,5 @@
 """``sm120lab report RUN [--out FILE]``: (re)write a run folder's self-contained report.html
-(see sm120lab.report): summary, environment, every notebook's verdict box, every notebook with its
+(see sm120lab.runs.report): summary, environment, every notebook's verdict box, every notebook with its
 figures inline."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import write_report
-    from ..results import SchemaError
     from ..runs.files import inside
+    from ..runs.report import write_report
+    from ..runs.results import SchemaError
 
     if args.out is not None and args.out.is_dir():
         raise SystemExit(f"--out: expected a file path, got the folder {args.out}")

@@ -1,4 +1,4 @@
-"""``sm120lab run``: every notebook through papermill into a run folder (see sm120lab.runner).
+"""``sm120lab run``: every notebook through papermill into a run folder (see sm120lab.runs.execute).
 
 A folder given with ``--out`` that already holds files is refused unless ``--resume`` (run its
 missing, failed or not-run notebooks; same machine and software only) or ``--overwrite`` (replace
@@ -22,7 +22,7 @@ def _parse_value(text: str):
 
 def load_params(pairs: list[list[str]] | None, params_file: str | None) -> dict:
     """Parameters from ``--params FILE.yaml`` then ``-p NAME VALUE``; ``SystemExit`` with one line on bad input."""
-    from ..run_matrix import read_yaml
+    from ..runs.matrix import read_yaml
 
     params: dict = {}
     if params_file:
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--params", metavar="FILE.yaml",
                    help="YAML: global parameters and/or per-notebook sections keyed by notebook name")
     p.add_argument("--matrix", metavar="FILE.yaml",
-                   help="run the notebooks once per combination of settings (see sm120lab.run_matrix); "
+                   help="run the notebooks once per combination of settings (see sm120lab.runs.matrix); "
                         "--out is then the base folder (default runs/)")
     p.add_argument("--notebooks-dir", type=Path, help="where the notebooks are (default: the checkout's notebooks/)")
     mode = p.add_mutually_exclusive_group()
@@ -71,7 +71,14 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cmdline import command_line
     from ..envinfo import collect
-    from ..runner import RunFolderError, RunMode, check_parameters, default_run_dir, discover_notebooks, execute_all
+    from ..runs.execute import (
+        RunFolderError,
+        RunMode,
+        check_parameters,
+        default_run_dir,
+        discover_notebooks,
+        execute_all,
+    )
 
     console = Console(stderr=False)
     try:
@@ -127,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _main_matrix(args, notebooks, params, console, command: str) -> int:
-    from ..run_matrix import execute_matrix, load_matrix
-    from ..runner import RunFolderError
+    from ..runs.execute import RunFolderError
+    from ..runs.matrix import execute_matrix, load_matrix
 
     try:
         combos = load_matrix(args.matrix)

@@ -29,11 +29,11 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .atomic_io import write_text_atomic
-from .envinfo import provenance_text
+from ..atomic_io import write_text_atomic
+from ..envinfo import provenance_text
+from .files import MAX_FIGURE_BYTES, MAX_NOTEBOOK_BYTES, read_bytes, read_json
 from .results import NotebookStatus, SchemaError, load_json, validate_environment, validate_results, validate_summary
-from .runs.files import MAX_FIGURE_BYTES, MAX_NOTEBOOK_BYTES, read_bytes, read_json
-from .runs.sanitize import active_content, clean_html
+from .sanitize import active_content, clean_html
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: output metadata key that points an archived figure output at its PNG file
@@ -41,7 +41,7 @@ FIGURE_META = "sm120lab_figure"
 IMAGE_MAGIC = {"image/png": (b"\x89PNG\r\n\x1a\n",), "image/jpeg": (b"\xff\xd8\xff",)}
 #: answer statuses, worst first, for the one-line answer of a notebook
 SEVERITY = ("bad", "warn", "ok", "info", "not_run")
-TEMPLATES = Path(__file__).resolve().parent / "runs" / "templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 @lru_cache(maxsize=1)

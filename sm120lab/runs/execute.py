@@ -6,9 +6,9 @@ Layout of a run folder ``runs/<UTC timestamp>-<host>-<gpu tag>/``::
     summary.json              schema version, command line, per notebook: status (ok | failed |
                               not run), wall time, error line
     NN_name.ipynb / .html     each executed notebook and its HTML render
-    results/NN_name.json      machine-readable results the notebook recorded (sm120lab.results)
+    results/NN_name.json      machine-readable results the notebook recorded (sm120lab.runs.results)
     report.html               one self-contained page: summary, environment, every verdict box,
-                              every notebook with its figures inline (sm120lab.report)
+                              every notebook with its figures inline (sm120lab.runs.report)
 
 ``summary.json`` is rewritten atomically after every notebook, so an interrupted run keeps the
 finished notebooks' results and marks the rest ``not run``. One notebook failing does not stop
@@ -33,9 +33,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .atomic_io import write_json_atomic, write_text_atomic
-from .envinfo import collect
-from .paths import notebooks_dir
+from ..atomic_io import write_json_atomic, write_text_atomic
+from ..envinfo import collect
+from ..paths import notebooks_dir
+from .records import RunSummaryRecord
 from .results import (
     RESULTS_ENV,
     SCHEMA_KEY,
@@ -110,7 +111,7 @@ class RunSummary:
         out["interrupted"] = self.interrupted_utc is not None
         if self.interrupted_utc:
             out["interrupted_utc"] = self.interrupted_utc
-        return out
+        return RunSummaryRecord.model_validate(out).model_dump(mode="json", exclude_unset=True)
 
 
 def _slug(text: str) -> str:
@@ -192,7 +193,7 @@ def check_parameters(notebooks: list[Path], params: dict[str, Any]) -> None:
 
 def render_html(ipynb: Path, stylesheet: str | None = None) -> Path:
     """Write ``ipynb``'s page (:func:`sm120lab.runs.pages.render_page`, no scripts) beside it."""
-    from .runs.pages import read_notebook, render_page
+    from .pages import read_notebook, render_page
 
     out = ipynb.with_suffix(".html")
     write_text_atomic(out, render_page(read_notebook(ipynb), stylesheet=stylesheet, title=ipynb.stem))
@@ -300,7 +301,7 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
         env: the :func:`sm120lab.envinfo.collect` snapshot already taken for the run tag, if any.
         mode: :class:`RunMode` for a folder that is not empty.
         command: the command line to record (:func:`sm120lab.cmdline.command_line`).
-        report: also write ``report.html`` (:mod:`sm120lab.report`).
+        report: also write ``report.html`` (:mod:`sm120lab.runs.report`).
 
     Returns:
         The :class:`RunSummary`.

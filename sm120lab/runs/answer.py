@@ -8,7 +8,7 @@ from what it just computed, then::
     answer.record(items, "03_grouped_gemm_correctness")
 
 ``record`` stores ``[{"claim", "value", "status", "why"}, ...]`` under the top-level key
-``"answer"`` of the notebook's results JSON (``sm120lab.results``), where the run report reads it.
+``"answer"`` of the notebook's results JSON (``sm120lab.runs.results``), where the run report reads it.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def record(items: Iterable[Answer], notebook: str | None = None) -> list[dict[st
 
     Returns:
         The recorded list of ``{"claim", "value", "status", "why"}`` dicts (also outside a run,
-        where :func:`sm120lab.results.record` writes nothing).
+        where :func:`sm120lab.runs.results.record` writes nothing).
     """
     payload = [a.as_dict() for a in _items(items)]
     name = notebook or os.environ.get(NOTEBOOK_ENV)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic_io import write_json_atomic
-from .envinfo import collect
+from ..atomic_io import write_json_atomic
+from ..envinfo import collect
+from .execute import RunFolderError, RunSummary, execute_all, run_tag
 from .results import SchemaError, load_json
-from .runner import RunFolderError, RunSummary, execute_all, run_tag
 
 
 @dataclass

@@ -6,7 +6,7 @@ figure becomes a PNG file in ``figures/`` (``NN_name-cCCC-K.png``; downscaled to
 (output metadata ``sm120lab_figure`` plus a markdown image link), so the archived notebook stays
 small and the figure is never reduced to its ``<Figure size ...>`` text. Each notebook's page is
 rendered again from the archived notebook (:mod:`sm120lab.runs.pages`, no scripts), and
-``report.html`` (:mod:`sm120lab.report`) is written beside them under the archive's final name.
+``report.html`` (:mod:`sm120lab.runs.report`) is written beside them under the archive's final name.
 
 Every file is read through :mod:`sm120lab.runs.files` (a regular file of sane size inside the run
 folder); a broken one stops the archive with one line naming it. An archive that exists already is
@@ -25,11 +25,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .atomic_io import write_bytes_atomic, write_text_atomic
+from ..atomic_io import write_bytes_atomic, write_text_atomic
+from .files import MAX_JSON_BYTES, inside, read_bytes, regular_files
+from .pages import read_notebook
+from .records import NOTEBOOK_NAME
 from .report import FIGURE_META, IMAGE_MAGIC, write_report
-from .results import NOTEBOOK_NAME, SchemaError, load_json, validate_environment, validate_summary
-from .runs.files import MAX_JSON_BYTES, inside, read_bytes, regular_files
-from .runs.pages import read_notebook
+from .results import SchemaError, load_json, validate_environment, validate_summary
 
 MAX_FIGURE_PX = 1600
 RASTER_MIME = {"image/png": "png", "image/jpeg": "jpg"}
@@ -183,7 +184,7 @@ def _write_notebooks(parsed: dict[str, Any], run_dir: Path, tmp: Path, max_px: i
     """Each notebook with its figures moved to ``figures/``, and its page rendered again from it."""
     import nbformat
 
-    from .runs.pages import render_page
+    from .pages import render_page
 
     for stem, node in parsed.items():
         nb = json.loads(nbformat.writes(node))

@@ -1,7 +1,7 @@
 """Compare run folders: what changed between drivers, toolkits, FlashInfer or vLLM releases.
 
 Each later run is compared with the first (the baseline), over the schema sections of
-``results/*.json`` (see :mod:`sm120lab.results`). Any loss of correctness evidence is a
+``results/*.json`` (see :mod:`sm120lab.runs.results`). Any loss of correctness evidence is a
 **regression**:
 
 - notebooks: ``ok`` before and ``failed`` / ``not run`` / absent now;
@@ -22,8 +22,8 @@ evidence it could never produce, and a timing on another GPU is no slowdown. A v
 worse, an error, a failed notebook and a bench figure that is no longer finite still count.
 
 Also the environment (driver, CUDA, package versions, compared with ``packaging.version``).
-Every input file is validated first (:mod:`sm120lab.results`): a malformed one raises
-:class:`~sm120lab.results.SchemaError` with one line naming it.
+Every input file is validated first (:mod:`sm120lab.runs.results`): a malformed one raises
+:class:`~sm120lab.runs.results.SchemaError` with one line naming it.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from .files import regular_files
 from .results import (
     RESULTS_ENV,
     VERDICT_ORDER,
@@ -48,7 +49,6 @@ from .results import (
     validate_results,
     validate_summary,
 )
-from .runs.files import regular_files
 
 __all__ = ["DEVICE_DIFFERS", "Assessment", "Change", "ChangeKind", "Comparison", "Run", "SchemaError",
            "against_recorded", "bench_rows", "compare_many", "compare_runs", "current_run_dir", "device_of", "load_run",
@@ -472,7 +472,7 @@ def run_overview(paths: list[str | Path], in_progress: str | Path | None = None)
         Rows of strings and numbers, no ``None``: a CPU run's driver and CUDA read ``none (no GPU)``,
         a package that is not installed ``not installed``.
     """
-    from .envinfo import provenance_text
+    from ..envinfo import provenance_text
 
     running = Path(in_progress).resolve() if in_progress is not None else None
     rows = []
@@ -502,7 +502,7 @@ def current_run_dir() -> Path | None:
 def recorded_runs(recorded_root: str | Path | None = None) -> list[Path]:
     """The run folders under ``recorded_root`` (default ``<checkout>/data/runs``), oldest first by name."""
     if recorded_root is None:
-        from .paths import data_dir
+        from ..paths import data_dir
 
         recorded_root = data_dir() / "runs"
     root = Path(recorded_root)
