@@ -41,6 +41,9 @@ def main() -> int:
     p.add_argument("--tokens", default="1,4,16,64,256,1024,4096")
     p.add_argument("--tiles", default=None, help="start from this tile table (default: the repo's, if any)")
     p.add_argument("--budget-s", type=float, default=540.0)
+    p.add_argument("--contenders", default="triton-w4a16,torch-bf16-grouped,torch-fp8-grouped,oai-matmul-ogs-mxfp4")
+    p.add_argument("--no-check", action="store_true", help="skip ours' checks (plans checked in an earlier call)")
+    p.add_argument("--tag", default="", help="suffix of the output names (log, tar, each JSON), e.g. peer")
     args = p.parse_args()
     t_start = time.time()
     deadline = t_start + args.budget_s
@@ -48,7 +51,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path("plan_run")  # in the repository copy on the device (relative: the recorded paths stay portable)
     work.mkdir(parents=True, exist_ok=True)
-    log_path = out / "log.txt"
+    tag = f"_{args.tag}" if args.tag else ""
+    log_path = out / f"log{tag}.txt"
     lines: list[str] = []
 
     def log(msg: str) -> None:
@@ -58,11 +62,11 @@ def main() -> int:
         log_path.write_text("\n".join(lines) + "\n")
 
     def pack() -> None:
-        tmp = out / "results.tar.tmp"
+        tmp = out / f"results{tag}.tar.tmp"
         with tarfile.open(tmp, "w") as tf:
             for f in sorted(work.iterdir()):
                 tf.add(f, arcname=f.name)
-        tmp.replace(out / "results.tar")
+        tmp.replace(out / f"results{tag}.tar")
 
     import torch
     import triton
@@ -114,10 +118,9 @@ def main() -> int:
             from sm120lab.bench.moe import resolve_shape
 
             cfg = resolve_shape(model, shape)
-            path = work / default_out_path("", name=cfg.name).name
+            path = work / default_out_path("", name=cfg.name + tag).name
             doc = run_moe_bench(path, model=model, shape=shape, tokens=tokens, tune=tune, tiles=tiles,
-                                contenders=("triton-w4a16", "torch-bf16-grouped", "torch-fp8-grouped",
-                                            "oai-matmul-ogs-mxfp4"),
+                                contenders=tuple(args.contenders.split(",")), check=not args.no_check,
                                 command=cmd, log=log, deadline=deadline, eager=False)
             log(f"{label}: checks_ok={doc.get('checks_ok')} targets: " + json.dumps(doc["targets"]))
         except Exception:  # noqa: BLE001 - recorded, the next job runs

@@ -41,15 +41,15 @@ def test_rows_per_expert_counts_from_the_real_E(e, k, t):
 
 
 def test_same_slot_count_different_E_gives_different_rows():
-    """160 slots: 1.15 rows per expert at E=512, k=10 (one slot per program), 1.72 at E=128, k=8 (sorted groups):
-    the old slot thresholds (tuned as if E were 512) ran the second one unsorted."""
-    big, small = _shape("qwen3.5-397b-a17b"), _shape("qwen3-235b-a22b")
-    assert big.rows_per_expert(16) == pytest.approx(1.154, abs=1e-3)
-    assert small.rows_per_expert(20) == pytest.approx(1.724, abs=1e-3)
-    pb = P.plan_moe(big, 16, target=SM90, table=False)
-    ps = P.plan_moe(small, 20, target=SM90, table=False)
+    """48 slots (T=6, k=8): 1.04 rows per active expert at E=512 (one slot per program), 1.36 at E=64 (8-slot
+    groups); a slot-count threshold (tuned as if E were 512) treats both alike."""
+    big, small = P.MoEShape(E=512, N=1024, K=4096, top_k=8), P.MoEShape(E=64, N=1024, K=4096, top_k=8)
+    assert big.rows_per_expert(6) == pytest.approx(48 / (512 * (1 - (504 / 512) ** 6)))
+    assert big.rows_per_expert(6) < P.FRAG_UNSORTED_MAX_ROWS < small.rows_per_expert(6)
+    pb = P.plan_moe(big, 6, target=SM90, table=False)
+    ps = P.plan_moe(small, 6, target=SM90, table=False)
     assert pb.sort_block == 0 and ps.sort_block == 8
-    assert not pb.w13.SORTED and ps.w13.SORTED
+    assert not pb.w13.SORTED and ps.w13.SORTED and pb.w2_sums and not ps.w2_sums
 
 
 @pytest.mark.parametrize("name", MODEL_PRESETS)

@@ -71,25 +71,28 @@ class PeerWeights:
     ref2: tuple
 
 
-def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16) -> PeerWeights:
+def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16, device="cuda") -> PeerWeights:
     """Random MXFP4 expert weights (bf16 N(0, 0.02^2) quantized by ``downcast_to_mxfp`` along K), then the
     Hopper value/scale layouts (``make_default_matmul_mxfp4_w_layout`` / ``..._scale_layout``)."""
     from triton_kernels.numerics_details.mxfp import downcast_to_mxfp
     from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
     from triton_kernels.tensor_details import layout
 
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
 
     def quant(k, n):
         qs, ss = [], []
         for i in range(0, e, chunk):
             j = min(e, i + chunk)
-            w = (torch.randn(j - i, k, n, device="cuda", generator=gen) * 0.02).to(torch.bfloat16)
+            w = (torch.randn(j - i, k, n, device=device, generator=gen) * 0.02).to(torch.bfloat16)
             q, s = downcast_to_mxfp(w, torch.uint8, axis=1)
             qs.append(q)
             ss.append(s)
             del w
-        return torch.cat(qs), torch.cat(ss)
+        # downcast_to_mxfp returns K-major views (K stride 1: wrap_torch_tensor packs along the unit-stride dim);
+        # concatenate in that order so the stacked tensors keep it
+        return (torch.cat([q.transpose(1, 2) for q in qs]).transpose(1, 2),
+                torch.cat([s.transpose(1, 2) for s in ss]).transpose(1, 2))
 
     vl, vl_opts = layout.make_default_matmul_mxfp4_w_layout(mx_axis=1)
     sl, sl_opts = layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=NUM_WARPS)

@@ -36,11 +36,13 @@ from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS, DecodeConfig, Fr
 TILES_DIR = _FsPath(__file__).resolve().parents[2] / "data" / "tiles"
 TABLE_SCHEMA = 1
 #: the fragment kernels serve up to this many rows per active expert; above it the MMA kernel runs
-#: (H200, E=512, k=10: at 20 rows the wide kernel took 3.03 ms against 3.69, at 80 rows 8.94 against 7.58)
-FRAG_MAX_ROWS = 24.0
-#: up to this many rows per active expert the fragment kernel runs one slot per program (no sort):
-#: each extra row re-reads its expert's weights, and the sort costs 12-15 us at small T
-FRAG_UNSORTED_MAX_ROWS = 1.3
+#: (H200 tuning of 2026-12-03, data/tiles/h200.json: 16-slot groups won up to 32 rows (gpt-oss T=1024,
+#: 1.74 ms against 2.33 for the best MMA tile at 64 rows, qwen3-235b); the MMA kernel at 64 rows and above)
+FRAG_MAX_ROWS = 40.0
+#: up to this many rows per active expert the fragment kernel runs one slot per program (no sort): each
+#: extra row re-reads its expert's weights, the sort costs 12-15 us. Tuned: one slot per program won at
+#: 1.03-1.10 rows (T=4 of every preset), 8-slot groups at 1.15-1.55 (T=16)
+FRAG_UNSORTED_MAX_ROWS = 1.12
 #: the CUDA-core decode kernel (where the fragment kernels cannot run) serves up to this many rows per
 #: active expert (it re-reads an expert's weights per row: 1.6x slower than the MMA kernel at 1.74, E=512 k=10 T=64)
 DECODE_MAX_ROWS = 1.25
@@ -254,14 +256,12 @@ class MoEShape:
 
 def formula_choice(shape: MoEShape, tokens: int, target: Target, paths: frozenset[Path] | None = None,
                    ) -> tuple[Path, Config, Config]:
-    """(path, w13 tile, w2 tile) from rows per active expert ``r`` (the H200 sweeps at E=512, k=10 of
-    data/bench/moe_h200_2026-12-03.json, restated in ``r``):
+    """(path, w13 tile, w2 tile) from rows per active expert ``r`` (the H200 tuning of four presets,
+    data/tiles/h200.json, restated in ``r``):
 
-    - ``frag`` where the target and shape allow it and ``r <= FRAG_MAX_ROWS``: one slot per program
-      up to ``FRAG_UNSORTED_MAX_ROWS`` (w13 f2w4, w2 through the w2+sum kernel), 8-slot groups up to
-      12 rows (f2w2o; f4w4o for w13 above 3 rows), the wide kernel (32 slots) above;
+    - ``frag`` where the target and shape allow it and ``r <= FRAG_MAX_ROWS`` (:func:`frag_tiles`);
     - else ``decode`` up to ``DECODE_MAX_ROWS`` (token order up to 160 slots);
-    - else ``mma``: BLOCK_M 16 up to 16 rows, 32 up to 48, 128 above.
+    - else ``mma`` (:func:`mma_tiles`).
     """
     allowed = frozenset(Path) if paths is None else paths
     r = shape.rows_per_expert(tokens)
@@ -276,18 +276,17 @@ def formula_choice(shape: MoEShape, tokens: int, target: Target, paths: frozense
 
 
 def frag_tiles(rows_per_expert: float, w2sum_programs: int) -> tuple[FragConfig, FragConfig]:
-    """Fragment (w13, w2) tiles: one slot per program up to ``FRAG_UNSORTED_MAX_ROWS`` (w2 through the
-    w2+sum kernel, its tile by ``w2sum_programs`` = H/16 x T: few programs -> 1 tile x 8 warps), 8-slot
-    groups up to 12 rows (f4w4o for w13 above 3), 32-slot groups of the wide kernel above."""
+    """Fragment (w13, w2) tiles, the winners of the H200 tuning at four presets (data/tiles/h200.json):
+    one slot per program up to ``FRAG_UNSORTED_MAX_ROWS`` (w2 through the w2+sum kernel, its tile by
+    ``w2sum_programs`` = H/16 x T: up to 768 programs 1 tile x 8 warps), 8-slot groups (f2w2o) up to
+    12 rows, 16-slot groups of the wide kernel (f2w2oc2) above."""
     r = rows_per_expert
     if r <= FRAG_UNSORTED_MAX_ROWS:
-        w2 = "f1w8" if w2sum_programs <= 4 * 132 else "f2w4" if w2sum_programs <= 2048 else "f2w2"
+        w2 = "f1w8" if w2sum_programs <= 768 else "f2w4" if w2sum_programs <= 2048 else "f2w2"
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS[w2]
-    if r <= 3:
-        return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
     if r <= 12:
-        return FRAG_CONFIGS["f4w4o"], FRAG_CONFIGS["f2w2o"]
-    return FRAG_CONFIGS["f2w2oc4"], FRAG_CONFIGS["f2w2oc4"]
+        return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
+    return FRAG_CONFIGS["f2w2oc2"], FRAG_CONFIGS["f2w2oc2"]
 
 
 def decode_tiles(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
@@ -297,14 +296,16 @@ def decode_tiles(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
 
 
 def mma_tiles(rows_per_expert: float) -> tuple[GemmConfig, GemmConfig]:
-    """MMA-kernel (w13, w2) tiles sharing BLOCK_M: 16 up to 16 rows per expert, 32 up to 48, 128 above
-    (T=4096 on the H200: m128n64k64w8s3 6.77 ms, s2 7.59 ms, m64n64k64w4s4 8.28 ms)."""
+    """MMA-kernel (w13, w2) tiles sharing BLOCK_M: 16 up to 16 rows per expert, 32 up to 48, 64 up to 64
+    (qwen3-235b T=1024: m64n64k64w4s4 2.33 ms, m128n64k64w8s3 2.52), 128 above (T=4096 at every preset)."""
     if not rows_per_expert > 0:
         raise ValueError(f"rows_per_expert must be > 0, got {rows_per_expert}")
     if rows_per_expert <= 16:
         c = CONFIGS["m16n64k128w4s4"]
     elif rows_per_expert <= 48:
         c = CONFIGS["m32n64k128w4s3f"]
+    elif rows_per_expert <= 64:
+        c = CONFIGS["m64n64k64w4s4"]
     else:
         c = CONFIGS["m128n64k64w8s3"]
     return c, c
@@ -585,10 +586,11 @@ def _build_plan(shape: MoEShape, tokens: int, tgt: Target, mode: str, allowed: f
 
 
 def tune_candidates(shape: MoEShape, tokens: int, target: Target) -> list[tuple[Path, list[Config], list[Config]]]:
-    """Groups (path, w13 tiles, w2 tiles; an empty w2 list = the w13 tile for both) that ``bench moe --tune`` times at (shape, T): the formula's path and,
-    near a path boundary, the neighbouring one (unsorted vs sorted fragment tiles between 1 and 3 rows
-    per expert; wide fragment vs MMA between 12 and 48). Within a column group the sweep is greedy:
-    w13 tiles with the formula's w2 tile, then w2 tiles with the best w13 (:func:`greedy_pairs`)."""
+    """Groups (path, w13 tiles, w2 tiles; an empty w2 list = the w13 tile for both) that ``bench moe --tune``
+    times at (shape, T): the formula's path and, near a path boundary, the neighbouring one (one slot per
+    program up to 2.8 rows per expert, sorted groups above 1 row; the MMA kernel above 12 rows, the
+    fragment kernels up to 80). Within a group the sweep is greedy: w13 tiles with the formula's w2
+    tile, then w2 tiles with the best w13 (``sm120lab.bench.moe.tune_pairs``)."""
     r = shape.rows_per_expert(tokens)
     groups: list[tuple[Path, list[Config], list[Config]]] = []
     frag_ok = target.frag and shape.frag_ok
