@@ -425,3 +425,32 @@ def test_index_names_the_pins_pypi_does_not_serve():
         for by in gone.pinned_by:
             dist, version = by.split("==")
             assert upstream.load(dist, version).pins.get(gone.dist) == f"=={gone.version}"
+
+
+def test_known_torch_facts():
+    for v in upstream.versions("torch"):
+        rec = upstream.load("torch", v)
+        res = {a.value: a.result for a in rec.cuda_arch_flags}
+        assert res["12.0a"] == "-gencode=arch=compute_120a,code=sm_120a"
+        assert res["12.0"] == "-gencode=arch=compute_120,code=sm_120"  # no suffix: no arch-specific FP4 MMA
+        assert res["12.0f"].startswith("error:") and "12.0f" in res["12.0f"]
+        assert rec.source_url(rec.cuda_arch_flags_anchor).startswith(
+            f"https://github.com/pytorch/pytorch/blob/v{v}/torch/utils/cpp_extension.py#L")
+
+
+def test_torch_extractor_on_a_synthetic_wheel(tmp_path):
+    from sm120lab.upstream import extract_torch
+
+    files = {"torch/utils/cpp_extension.py": '''
+        import os
+        def _get_cuda_arch_flags(cflags=None):
+            value = os.environ.get("TORCH_CUDA_ARCH_LIST")
+            if value.endswith("f"):
+                raise ValueError(f"Unknown CUDA arch ({value})")
+            return [f"-arch={value}"]
+        '''}
+    wheel = _wheel(tmp_path, "torch", "9.9.9", files)
+    rec = extract_torch.extract(wheel, "9.9.9", "sm120lab upstream record torch 9.9.9")
+    res = {a.value: a.result for a in rec.cuda_arch_flags}
+    assert res["12.0a"] == "-arch=12.0a" and res["12.1f"] == "error: Unknown CUDA arch (12.1f)"
+    assert rec.cuda_arch_flags_anchor.line == 2 and rec.kind == "torch" and rec.requires_python == ">=3.10"

@@ -121,6 +121,8 @@ def run_show(args: argparse.Namespace) -> int:
     elif rec.kind == "flashinfer":
         _show_flashinfer(rec)
     else:
+        for a in getattr(rec, "cuda_arch_flags", []):
+            print(f"  TORCH_CUDA_ARCH_LIST={a.value:<9} {a.result}")
         print("requires-dist:\n  " + "\n  ".join(rec.requires_dist))
     return 0
 

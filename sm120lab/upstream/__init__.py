@@ -29,6 +29,7 @@ from .record import (
     MetadataRecord,
     MoeBackendFact,
     TextFact,
+    TorchRecord,
     Verdict,
     VllmRecord,
 )
@@ -36,7 +37,7 @@ from .resolve import ResolveResult, check_install
 from .store import index, load, versions
 
 __all__ = ["Anchor", "ArchListResult", "BaseRecord", "FlagFact", "FlashInferRecord", "JitLoadOrder",
-           "MetadataRecord", "MoeBackendFact", "ResolveResult", "TextFact", "Verdict", "VllmRecord", "changes",
+           "MetadataRecord", "MoeBackendFact", "ResolveResult", "TextFact", "TorchRecord", "Verdict", "VllmRecord", "changes",
            "check_install", "comparable", "index", "load", "newest", "unavailable", "versions"]
 
 

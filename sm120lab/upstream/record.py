@@ -136,6 +136,22 @@ class MetadataRecord(BaseRecord):
     kind: Literal["metadata"] = "metadata"
 
 
+class ArchFlagResult(_Model):
+    """What ``torch.utils.cpp_extension._get_cuda_arch_flags`` returns for ``TORCH_CUDA_ARCH_LIST=value``:
+    the ``-gencode`` flags, or ``error: <message>``."""
+
+    value: str
+    result: str
+
+
+class TorchRecord(MetadataRecord):
+    """torch: METADATA plus the ``TORCH_CUDA_ARCH_LIST`` handling of its ``cpp_extension``."""
+
+    kind: Literal["torch"] = "torch"
+    cuda_arch_flags: list[ArchFlagResult] = Field(default_factory=list)
+    cuda_arch_flags_anchor: Anchor | None = None
+
+
 class VllmRecord(BaseRecord):
     kind: Literal["vllm"] = "vllm"
     pins: dict[str, str] = Field(default_factory=dict)
@@ -190,10 +206,10 @@ class FlashInferRecord(BaseRecord):
     facts: dict[str, TextFact] = Field(default_factory=dict)
 
 
-AnyRecord = VllmRecord | FlashInferRecord | MetadataRecord
+AnyRecord = VllmRecord | FlashInferRecord | TorchRecord | MetadataRecord
 
 RECORD_TYPES: dict[str, type[BaseRecord]] = {"vllm": VllmRecord, "flashinfer": FlashInferRecord,
-                                             "metadata": MetadataRecord}
+                                             "torch": TorchRecord, "metadata": MetadataRecord}
 
 
 class IndexEntry(_Model):

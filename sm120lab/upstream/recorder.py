@@ -8,13 +8,16 @@ one wheel travel (a CPython 3.12 manylinux x86_64 wheel, else a pure-Python one)
 
 from __future__ import annotations
 
+import json
+
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from pydantic import ValidationError
 
 from ..pypi_wheels import download_wheel
-from . import extract_flashinfer, extract_vllm, store
+from . import extract_flashinfer, extract_torch, extract_vllm, store
 from .common import base_fields
-from .record import BaseRecord, MetadataRecord, Unavailable
+from .record import BaseRecord, MetadataRecord, Unavailable, parse_record
 from .wheelsrc import WheelSource, exact_pins, pick_remote_wheel, released_versions, simple_index
 
 #: vLLM releases kept: every final release in this range.
@@ -24,7 +27,10 @@ FLASHINFER_BASE = ("0.6.4", "0.6.5", "0.6.7", "0.7.4")
 #: dists recorded as metadata only when a recorded release pins them (or, for the FlashInfer side
 #: packages, when a version matching a recorded flashinfer-python exists).
 FLASHINFER_SIDE = ("flashinfer-cubin", "flashinfer-jit-cache")
-FULL = {"vllm": extract_vllm.extract, "flashinfer-python": extract_flashinfer.extract}
+#: dists read with an extractor (the rest: METADATA only); the first two are downloaded whole, torch is read
+#: by range requests (METADATA and one source file)
+FULL = {"vllm": extract_vllm.extract, "flashinfer-python": extract_flashinfer.extract, "torch": extract_torch.extract}
+DOWNLOADED = ("vllm", "flashinfer-python")
 
 
 def command_for(dist: str, version: str, wheel: str | None = None) -> str:
@@ -39,7 +45,7 @@ class Unpublished(RuntimeError):
 def open_wheel(dist: str, version: str, wheel: str | None = None) -> WheelSource:
     if wheel:
         return WheelSource.local(wheel)
-    if canonicalize_name(dist) in FULL:
+    if canonicalize_name(dist) in DOWNLOADED:
         return WheelSource.local(download_wheel(dist, version))
     picked = pick_remote_wheel(dist, version)
     if picked is None:
@@ -62,9 +68,10 @@ def record(dist: str, version: str, wheel: str | None = None, force: bool = Fals
         rec = MetadataRecord(**base_fields(src, dist, version, command, method))
     path = store.record_path(dist, version)
     if path.is_file():
-        old = path.read_text()
-        new = rec.model_dump_json(indent=2)
-        same = type(rec).model_validate_json(old).model_dump() == type(rec).model_validate_json(new).model_dump()
+        try:
+            same = parse_record(json.loads(path.read_text())).model_dump(mode="json") == rec.model_dump(mode="json")
+        except (ValueError, ValidationError):  # an older schema or a damaged file: not the same facts
+            same = False
         if same:
             store.write_record(rec)  # same facts: rewritten in the current schema, index entry refreshed
             return rec, "unchanged"
