@@ -1,7 +1,7 @@
 """False alarms and gates: correct-but-different backends are never garbage, planted faults always are
 (caught and localized to experts and tokens), and ``sm120lab check`` fails when something it judges
 crashed or never ran. The full sweep (>= 100 problems per preset x routing family) is recorded in
-data/correctness/false_alarm_sweep.json; CI runs 102 tiny problems of it with fresh seeds."""
+data/correctness/false_alarm_sweep.json; CI runs 48 tiny problems of it with fresh seeds."""
 
 import json
 
@@ -15,25 +15,27 @@ from sm120lab.moe.sweep import FAMILIES, false_alarm_sweep, problem_of
 from sm120lab.moe.variants import FP8RowwiseWeights, all_variants
 from sm120lab.moe.verdict import Verdict
 
-#: problems per routing family in CI: 6 families x 17 = 102 tiny problems
-CI_PROBLEMS_PER_FAMILY = 17
+#: problems per routing family in CI: 6 families x 8 = 48 tiny problems (the recorded sweep holds 100
+#: per preset and family)
+CI_PROBLEMS_PER_FAMILY = 8
 
 
 def test_false_alarm_sweep_tiny(seed):
-    """>= 100 fresh tiny problems: 0 false garbage, every required fault caught and localized."""
+    """Fresh tiny problems: 0 false garbage, every planted fault caught and localized."""
     record = false_alarm_sweep(("tiny",), FAMILIES, CI_PROBLEMS_PER_FAMILY, seed)
     tot = record["totals"]
-    assert tot["problems"] == len(FAMILIES) * CI_PROBLEMS_PER_FAMILY >= 100
+    assert tot["problems"] == len(FAMILIES) * CI_PROBLEMS_PER_FAMILY
     assert tot["false_garbage"] == 0 and tot["false_errors"] == 0, record["failures"][:5]
     assert tot["required_faults_not_localized"] == 0, record["failures"][:5]
-    exact = sum(st["localized_exactly"] for st in tot["faults"].values() if st["required"])
-    assert exact >= 0.99 * sum(st["of"] for st in tot["faults"].values() if st["required"]), tot["faults"]
+    exact = sum(st["localized_exactly"] for st in tot["faults"].values())
+    assert exact >= 0.99 * sum(st["of"] for st in tot["faults"].values()), tot["faults"]
     for name in ("reference", "emulated-w4a4", "torch-bf16", "variant-bf16-accumulate",
                  "variant-reversed-expert-order"):
         assert tot["verdicts"][name] == {"correct": tot["problems"]}, (name, tot["verdicts"][name])
-    # more precise weights: never garbage; degraded (format mismatch) where they leave the NVFP4 band
-    for name in ("variant-fp8-rowwise-weights", "variant-bf16-weights"):
-        assert set(tot["verdicts"][name]) <= {"correct", "degraded"}, tot["verdicts"][name]
+    # more precise weights, other activation quantizers: never garbage
+    for name in record["backends"]["correct"]:
+        assert set(tot["verdicts"][name]) <= {"correct", "degraded"}, (name, tot["verdicts"][name])
+    assert len([n for n in record["backends"]["correct"] if n.startswith("variant-act-")]) >= 5
     assert len(record["problems"]) == tot["problems"] and record["seeds"]["first"] == seed
 
 
@@ -186,3 +188,55 @@ def test_first_sweep_failures_stay_fixed(family, seed_, backend):
         assert set(rep.flagged_tokens) == fault.expected_tokens(p), rep.reasons
     else:
         assert rep.verdict in (Verdict.CORRECT, Verdict.DEGRADED), rep.reasons
+
+
+# --- sm120lab check: inputs that cannot work, and output for humans (issues 20, 21) ---------------
+
+@pytest.mark.parametrize("argv, word", [(["--tokens", "100000000"], "--tokens:"),
+                                        (["--preset", "qwen3.5-397b-a17b"], "--preset:")])
+def test_check_refuses_what_does_not_fit_in_memory(argv, word, capsys, monkeypatch):
+    """Estimated before allocating: one line naming the argument, the estimate and the limit; exit 2."""
+    from sm120lab.cli import main
+    from sm120lab.moe import problem as problem_mod
+
+    monkeypatch.setattr(problem_mod, "available_memory", lambda device: 16 * 2 ** 30)
+    assert main(["check", "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(word) and "\n" not in err and "16.0 GiB available" in err, err
+
+
+def test_memory_estimate_lets_the_recorded_runs_through():
+    """The tiny/small CPU presets and the H200 run (qwen3.5 at T=1024 on 139 GiB) fit."""
+    from sm120lab.moe.problem import memory_error, memory_estimate
+
+    assert memory_error("small", None, "cpu", available=2 * 2 ** 30) is None
+    assert memory_error("qwen3.5-397b-a17b", 1024, "cuda", available=139 * 2 ** 30) is None
+    est = memory_estimate("tiny", 1)
+    assert memory_error("tiny", 10 ** 8, "cpu", available=est.total(10 ** 6)).startswith("--tokens:")
+
+
+@pytest.mark.parametrize("extra", [["--faults"], ["--sweep", "1"]])
+def test_check_faults_or_sweep_without_probes_is_refused(extra, capsys):
+    from sm120lab.cli import main
+
+    assert main(["check", "--tokens", "4", "--device", "cpu", "--no-probes", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--no-probes" in err and "\n" not in err
+
+
+def test_check_output_says_unverified_once_and_rounds_floats(capsys):
+    import re
+
+    from sm120lab.cli import main
+
+    rc = main(["check", "--tokens", "4", "--device", "cpu", "--backend", "torch-bf16", "--backend",
+               "flashinfer-cutlass", "--allow-skips"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = out.splitlines()
+    assert any("flashinfer-cutlass" in line and "unverified on SM120 hardware" in line for line in lines), out
+    assert all(line.count("unverified on SM120 hardware") <= 1 for line in lines), out
+    problem_line = next(line for line in lines if line.startswith("problem:"))
+    for key in ("a1_gscale", "a2_gscale"):
+        value = re.search(rf"{key}: ([0-9.e+-]+)", problem_line).group(1)
+        assert len(value.replace(".", "").lstrip("0")) <= 4, problem_line

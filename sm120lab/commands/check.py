@@ -3,9 +3,11 @@
 Exit status:
   0  every backend that ran is correct or degraded
   1  a backend is garbage, a backend crashed (verdict ``error``), every requested backend was
-     skipped (accept that with ``--allow-skips``), or, with ``--faults``, a required planted
-     fault was not caught and localized (the faults' own garbage is expected and does not count)
-  2  bad arguments (one line naming the argument)
+     skipped (accept that with ``--allow-skips``), or, with ``--faults``, a planted fault was not
+     caught or not localized (the faults' own garbage is expected and does not count)
+  2  bad arguments (one line naming the argument): among them ``--faults``/``--sweep`` with
+     ``--no-probes`` (faults are localized through the probes), and a ``--preset``/``--tokens``
+     whose estimated memory exceeds what the device has free (estimated before allocating)
 
 ``--sweep N`` runs the false-alarm sweep instead (``sm120lab.moe.sweep``): N problems per preset
 (``--preset a,b``) and routing family (``--routing all`` or a comma list), correct-but-different
@@ -46,10 +48,24 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+UNVERIFIED = "unverified on SM120 hardware"
+
+
 def _fmt(v) -> str:
+    """Floats for humans: 4 significant digits (``a1_gscale: 104.4``), inf/nan spelled; others as str."""
     if isinstance(v, float):
-        return "inf" if v == float("inf") else f"{v:.3g}"
+        return str(v) if v != v or v in (float("inf"), float("-inf")) else f"{v:.4g}"
     return str(v)
+
+
+def _pairs(d: dict) -> str:
+    """``key: value, ...`` with every float rounded by :func:`_fmt`."""
+    return ", ".join(f"{k}: {_fmt(v)}" for k, v in d.items())
+
+
+def _tagged(line: str, verified: bool) -> str:
+    """Append "[unverified on SM120 hardware]" unless the backend is verified or the line says so already."""
+    return line if verified or UNVERIFIED in line else f"{line} [{UNVERIFIED}]"
 
 
 def _json_target(path: str | None) -> Path | None:
@@ -116,6 +132,32 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
     return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
 
 
+def _argument_error(args) -> str | None:
+    """One line for argument combinations that cannot give a meaningful result, else None."""
+    if args.no_probes and args.faults:
+        return ("--faults with --no-probes: planted faults are localized to experts through the per-slot "
+                "probes; drop --no-probes")
+    if args.no_probes and args.sweep is not None:
+        return "--sweep with --no-probes: the sweep localizes faults through the per-slot probes; drop --no-probes"
+    return None
+
+
+def _memory_error(args, device: str) -> str | None:
+    """One line when the preset(s) and --tokens do not fit in ``device``'s free memory (estimated first)."""
+    from sm120lab.moe.problem import PRESETS, memory_error
+
+    presets = [p for p in args.preset.split(",") if p] if args.sweep is not None else [args.preset]
+    for preset in presets:
+        if preset in PRESETS:
+            tokens = None if args.sweep is not None or args.routing == "single" else args.tokens
+            if isinstance(tokens, int) and tokens < 1:
+                return None  # make_moe_problem names it
+            msg = memory_error(preset, tokens, device)
+            if msg:
+                return msg
+    return None
+
+
 def run(args) -> int:
     import torch
 
@@ -134,6 +176,10 @@ def run(args) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: torch sees no CUDA device", file=sys.stderr)
         return 2
+    for err in (_argument_error(args), _memory_error(args, device)):
+        if err:
+            print(err, file=sys.stderr)
+            return 2
     target = _json_target(args.json)
     if args.sweep is not None:
         return _run_sweep(args, device, target)
@@ -159,27 +205,27 @@ def run(args) -> int:
     requested = {b.name for b in backends}
     faults = []
     if args.faults:
-        from sm120lab.moe.faults import FAULTS, all_faults
+        from sm120lab.moe.faults import all_faults, judge_fault
 
         faults = all_faults()
-        required = {cls.name for cls in FAULTS}
         backends = backends + faults
     result = check(problem, backends, probes=not args.no_probes, keep_output=False,
                    progress=lambda xs: tqdm(xs, desc="backends", unit="backend", file=sys.stderr))
     env = result.envelope
-    print(f"problem: {problem.describe()}")
+    print(f"problem: {_pairs(problem.describe())}")
     print(f"replay:  {replay_command(problem)}")
     print(f"envelope: e_a={_fmt(env.e_a)} e_w={_fmt(env.e_w)} correct<={_fmt(env.correct_rel)} "
-          f"garbage>{_fmt(env.garbage_rel)} (cells: deviation from the nearest expected output correct<="
-          f"{env.dev_correct} garbage>{env.dev_garbage}; worst weight-only cell deviation {_fmt(env.cell_w_dev)})")
+          f"garbage>{_fmt(env.garbage_rel)} (W4A4 backends >{_fmt(env.garbage_rel_w4a4)}; cells: deviation from the "
+          f"nearest expected output correct<={env.dev_correct} garbage>{env.dev_garbage}; worst weight-only cell "
+          f"deviation {_fmt(env.cell_w_dev)})")
     for rep in result.reports.values():
-        tag = "" if rep.verified else " [unverified on SM120 hardware]"
         if rep.diff is None:
-            print(f"  {rep.name:28s} {rep.verdict!s:8s} {rep.reason}{tag}")
+            print(_tagged(f"  {rep.name:28s} {rep.verdict!s:8s} {rep.reason}", rep.verified))
             continue
         d = rep.diff
-        print(f"  {rep.name:28s} {rep.verdict!s:8s} rel={_fmt(d.rel_fro)} cos={d.cosine:.5f} max_abs={_fmt(d.max_abs)} "
-              f"nan={d.nan} untouched={d.untouched} zero_rows={len(d.zero_rows)}{tag}")
+        print(_tagged(f"  {rep.name:28s} {rep.verdict!s:8s} rel={_fmt(d.rel_fro)} cos={d.cosine:.5f} "
+                      f"max_abs={_fmt(d.max_abs)} nan={d.nan} untouched={d.untouched} zero_rows={len(d.zero_rows)}"
+                      + (" shared-by-all-experts" if rep.shared else ""), rep.verified))
         if rep.verdict != Verdict.CORRECT:
             for reason in rep.reasons:
                 print(f"      - {reason}")
@@ -197,9 +243,13 @@ def run(args) -> int:
         failed.append(f"SKIPPED: every requested backend was skipped ({', '.join(sorted(requested))}); "
                       "pass --allow-skips to accept that")
     if faults:
-        missed = [f.name for f in faults if f.name in required and result.reports[f.name].verdict != Verdict.GARBAGE]
+        outcomes = {f.name: judge_fault(f, problem, result.reports[f.name]) for f in faults}
+        missed = [n for n, o in outcomes.items() if not o.caught]
+        wrong = [n for n, o in outcomes.items() if o.caught and not o.localized]
         if missed:
             failed.append(f"MISSED planted fault(s): {', '.join(missed)}")
+        if wrong:
+            failed.append(f"MISLOCALIZED planted fault(s): {', '.join(wrong)}")
     for line in failed:
         print(line, file=sys.stderr)
     return 1 if failed else 0

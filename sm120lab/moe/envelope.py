@@ -17,6 +17,9 @@ Global limits (relative Frobenius error of the whole output vs the reference):
     degraded : in between (an error no NVFP4 rounding explains, still correlated)
     garbage also when cosine < min(0.9, 1/sqrt(1 + garbage_rel^2)) (the cosine of an output whose
     error, uncorrelated with it, is at the garbage limit)
+    W4A4 backends: garbage_rel_w4a4 = max(garbage_rel, W4A4_GLOBAL_Z e_a) (and its cosine): a legitimate
+               activation quantizer (other block-scale rounding or global scale) has its own activation
+               error, measured up to 3.0 e_a on tiny problems with few tokens (notes/correctness.md)
 
 Per (token, expert) cell the band is not usable: W4A4 noise is heavy-tailed per cell
 (``cell_a``/``cell_w``, the worst cells, reach ~1 on small shapes). Cells are therefore judged by
@@ -36,7 +39,7 @@ import torch
 
 from .grouping import grouped_moe_forward
 from .metrics import DEV_FLOOR, cell_rel
-from .verdict import DEV_CORRECT, DEV_GARBAGE
+from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_GLOBAL_Z
 
 __all__ = ["Envelope", "make_envelope", "unquantized_reference_slots"]
 
@@ -52,6 +55,8 @@ class Envelope:
     garbage_rel: float
     garbage_cosine: float
     cell_w_dev: float | None = None
+    garbage_rel_w4a4: float | None = None
+    garbage_cosine_w4a4: float | None = None
     dev_correct: float = DEV_CORRECT
     dev_garbage: float = DEV_GARBAGE
 
@@ -109,6 +114,12 @@ def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: to
         cell_w_dev = float(dev_w.max()) if dev_w.size else 0.0
     base = e_a + (e_w if e_w is not None else e_a)
     garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 2.0 * e_a)
+    garbage_w4a4 = max(garbage_rel, W4A4_GLOBAL_Z * e_a)
     return Envelope(e_a=e_a, e_w=e_w, cell_a=cell_a, cell_w=cell_w, expert_a=expert_a, correct_rel=1.5 * e_a,
-                    garbage_rel=garbage_rel, garbage_cosine=min(0.9, 1.0 / float(np.sqrt(1.0 + garbage_rel ** 2))),
-                    cell_w_dev=cell_w_dev)
+                    garbage_rel=garbage_rel, garbage_cosine=_cosine_at(garbage_rel), cell_w_dev=cell_w_dev,
+                    garbage_rel_w4a4=garbage_w4a4, garbage_cosine_w4a4=_cosine_at(garbage_w4a4))
+
+
+def _cosine_at(rel: float) -> float:
+    """min(0.9, 1/sqrt(1 + rel^2)): the cosine of an output whose uncorrelated error is ``rel``."""
+    return min(0.9, 1.0 / float(np.sqrt(1.0 + rel ** 2)))

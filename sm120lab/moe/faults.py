@@ -17,6 +17,8 @@ harness; none is claimed to be the cause of any reported failure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from sm120lab.nvfp4 import NVFP4Tensor
@@ -25,7 +27,8 @@ from .backends.base import Backend, Needs
 from .grouping import group_by_expert, grouped_moe_forward
 from .reference import dequantize_expert
 
-__all__ = ["FAULTS", "SUBTLE_FAULTS", "FaultyBackend", "all_faults", "register_faults"]
+__all__ = ["FAULTS", "SUBTLE_FAULTS", "TOKEN_RECALL", "FaultOutcome", "FaultyBackend", "all_faults", "judge_fault",
+           "register_faults", "target_expert"]
 
 
 def _dtype(device) -> torch.dtype:
@@ -48,6 +51,10 @@ class FaultyBackend(Backend):
     out_dtype = torch.float32
     numerics = "w4a16"
     fault = ""
+    #: True: the fault breaks every expert alike; the harness must say "shared by all experts"
+    shared = False
+    #: True: the verdict is left to the envelope (the fault need not be garbage, only localized)
+    envelope_judged = False
 
     def output_dtype(self, device) -> torch.dtype:
         return _dtype(device)
@@ -144,6 +151,7 @@ def _linear_bytes_as_swizzled(q: NVFP4Tensor) -> NVFP4Tensor:
 
 class LinearScalesAsSwizzled(FaultyBackend):
     name, fault = "fault-linear-as-swizzled", "linear block scales passed where 128x4-swizzled scales are expected"
+    shared = True
 
     def w13_of(self, problem, e, dtype):
         return dequantize_expert(self._altered(problem.w13, _linear_bytes_as_swizzled), e, dtype)
@@ -154,6 +162,7 @@ class LinearScalesAsSwizzled(FaultyBackend):
 
 class MissingGlobalScale(FaultyBackend):
     name, fault = "fault-missing-global-scale", "per-expert global scales ignored (alpha = 1)"
+    shared = True
 
     @staticmethod
     def _no_gs(q: NVFP4Tensor) -> NVFP4Tensor:
@@ -169,6 +178,7 @@ class MissingGlobalScale(FaultyBackend):
 
 class TransposedWeights(FaultyBackend):
     name, fault = "fault-transposed-weights", "[N, K] weights read as if stored [K, N] (wrong major order)"
+    shared = True
 
     def w13_of(self, problem, e, dtype):
         w = dequantize_expert(problem.w13, e, dtype)
@@ -203,6 +213,7 @@ class OffByOneOffsets(FaultyBackend):
 
 class SilentZero(FaultyBackend):
     name, fault = "fault-silent-zero", "kernel returns success and writes zeros"
+    shared = True
 
     def run(self, problem, out):
         out.zero_()
@@ -224,6 +235,7 @@ class NaNToken(FaultyBackend):
 
 class SwappedGateUp(FaultyBackend):
     name, fault = "fault-swapped-gate-up", "w13 halves swapped: SiLU applied to up, not gate (w1/w3 order)"
+    shared = envelope_judged = True
 
     def w13_of(self, problem, e, dtype):
         w = dequantize_expert(problem.w13, e, dtype)
@@ -231,12 +243,197 @@ class SwappedGateUp(FaultyBackend):
         return torch.cat([w[i:], w[:i]])
 
 
+# --- projection-level faults: one expert's weights loaded wrong ---------------------------------
+
+def target_expert(problem) -> int:
+    """The expert a one-expert fault breaks: ``routed[seed % len(routed)]`` (any load, seed-replayable)."""
+    routed = _routed(problem)
+    return routed[problem.seed % len(routed)]
+
+
+class OneExpertFault(FaultyBackend):
+    """A loader bug confined to :func:`target_expert`; the other experts are exact."""
+
+    def expected_experts(self, problem):
+        return {target_expert(problem)}
+
+
+class ExpertGateUpSwapped(OneExpertFault):
+    name, fault = "fault-expert-gate-up-swapped", "one expert's gate and up projections swapped by its loader"
+
+    def w13_of(self, problem, e, dtype):
+        w = dequantize_expert(problem.w13, e, dtype)
+        if e != target_expert(problem):
+            return w
+        i = w.shape[0] // 2
+        return torch.cat([w[i:], w[:i]])
+
+
+class ExpertForeignW2(OneExpertFault):
+    name, fault = "fault-expert-foreign-w2", "one expert runs the next expert's down projection (w2 index bug)"
+
+    def w2_of(self, problem, e, dtype):
+        src = (e + 1) % problem.config.E if e == target_expert(problem) else e
+        return dequantize_expert(problem.w2, src, dtype)
+
+
+class ExpertShardInterleave(OneExpertFault):
+    name, fault = ("fault-expert-shard-interleave",
+                   "one expert's w13 de-interleaved as two TP shards [g0; u0; g1; u1]: gate = [g0; u0], up = [g1; u1]")
+
+    def w13_of(self, problem, e, dtype):
+        w = dequantize_expert(problem.w13, e, dtype)
+        if e != target_expert(problem):
+            return w
+        q = w.shape[0] // 4  # g0, g1, u0, u1
+        return torch.cat([w[:q], w[2 * q:3 * q], w[q:2 * q], w[3 * q:]])
+
+
+# --- routing-normalization faults: the experts are right, the mixing weights are not ------------
+
+class RoutingFault(FaultyBackend):
+    """Applies ``weights(problem, w)`` to the routing weights it is given (one-hot weights stay one-hot).
+
+    Expected: no expert; the tokens whose output the wrong weights move by more than the harness's
+    mixing resolution :data:`sm120lab.moe.verdict.MIX_LIMIT` (relative to the token's output,
+    floored at ``DEV_FLOOR`` x the median token norm), computed exactly from the reference slots.
+    """
+
+    def weights(self, problem, w: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def run(self, problem, out):
+        dtype = out.dtype
+        w = self.weights(problem, problem.topk_weights.double()).to(torch.float32)
+        out.copy_(grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, w, problem.config.E,
+                                      lambda e: dequantize_expert(problem.w13, e, dtype),
+                                      lambda e: dequantize_expert(problem.w2, e, dtype)))
+        return {"fault": self.fault}
+
+    def expected_experts(self, problem):
+        return set()
+
+    def expected_tokens(self, problem):
+        from .metrics import DEV_FLOOR, cell_rel
+        from .reference import moe_reference_slots
+        from .verdict import MIX_LIMIT
+
+        slots = moe_reference_slots(problem.hidden.cpu(), problem.topk_ids.cpu(), problem.w13, problem.w2)
+        w = problem.topk_weights.double().cpu()
+        good = (slots * w.unsqueeze(-1)).sum(1)
+        bad = (slots * self.weights(problem, w).to(torch.float32).double().unsqueeze(-1)).sum(1)
+        dev = cell_rel(((bad - good) ** 2).sum(1).numpy(), (good ** 2).sum(1).numpy(),
+                       torch.zeros(problem.tokens, dtype=torch.long).numpy(), floor=DEV_FLOOR)
+        return {int(t) for t in (dev > MIX_LIMIT).nonzero()[0]}
+
+
+class WeightsTemperature(RoutingFault):
+    name, fault = ("fault-routing-temperature",
+                   "top-k weights from softmax(2 x logits): the router's logit scaling applied twice")
+
+    def weights(self, problem, w):
+        sq = w * w
+        return sq / sq.sum(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+class RenormPerRank(RoutingFault):
+    name, fault = ("fault-routing-renorm-per-rank",
+                   "top-k weights renormalised per expert-parallel rank (2 ranks of E/2 experts), not over all k")
+
+    def weights(self, problem, w):
+        half = -(-problem.config.E // 2)
+        rank = (problem.topk_ids.cpu() // half).to(w.device)
+        out = torch.zeros_like(w)
+        for r in (0, 1):
+            m = rank == r
+            s = (w * m).sum(dim=1, keepdim=True)
+            out = torch.where(m, w / torch.where(s > 0, s, torch.ones_like(s)), out)
+        return out
+
+
+class RenormL2(RoutingFault):
+    name, fault = "fault-routing-l2-renorm", "top-k weights renormalised by their L2 norm instead of their sum"
+
+    def weights(self, problem, w):
+        return w / w.norm(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+# --- a bug shared by every expert: the activation quantizer ----------------------------------------
+
+class ActBlock32(FaultyBackend):
+    name, fault = "fault-act-block-32", "activation quantizer with 32-element blocks instead of NVFP4's 16 (W4A4)"
+    numerics = "w4a4"
+    shared = True
+    #: its error stays near the W4A4 band: judged against the envelope (correct, degraded or garbage),
+    #: never pinned on a subset of the experts
+    envelope_judged = True
+
+    def output_dtype(self, device) -> torch.dtype:
+        return torch.float32
+
+    def run(self, problem, out):
+        from .variants import w4a4_forward
+
+        out.copy_(w4a4_forward(problem, problem.topk_weights, block=32))
+        return {"fault": self.fault}
+
+
 #: faults the harness must catch and localize on every routing (the tests hold it to that)
 FAULTS: tuple[type[FaultyBackend], ...] = (SwappedExperts, ZeroedGroup, LinearScalesAsSwizzled, MissingGlobalScale,
-                                            TransposedWeights, OffByOneOffsets, SilentZero, NaNToken)
-#: faults that can hide: SiLU(up)*gate vs SiLU(gate)*up agree to first order (SiLU(z) ~ z/2 for
-#: small z), so with small gate/up pre-activations (T=1, tiny H) the error can stay in the band.
-SUBTLE_FAULTS: tuple[type[FaultyBackend], ...] = (SwappedGateUp,)
+                                            TransposedWeights, OffByOneOffsets, SilentZero, NaNToken,
+                                            ExpertGateUpSwapped, ExpertForeignW2, ExpertShardInterleave,
+                                            WeightsTemperature, RenormPerRank, RenormL2)
+#: shared by every expert and near the band: localized as "all experts", the verdict is the envelope's
+#: (SiLU(up)*gate vs SiLU(gate)*up agree to first order, SiLU(z) ~ z/2 for small z; 32-element
+#: activation blocks cost ~7% more quantization error than 16)
+SUBTLE_FAULTS: tuple[type[FaultyBackend], ...] = (SwappedGateUp, ActBlock32)
+
+
+#: a localized fault names at least this fraction of its expected tokens (and no other token)
+TOKEN_RECALL = 0.9
+
+
+@dataclass(frozen=True)
+class FaultOutcome:
+    """How the harness did on one planted fault (``applicable`` False: the fault changed nothing
+    beyond the harness's resolution on this problem, e.g. a routing fault at T = 1 with equal weights)."""
+
+    applicable: bool
+    caught: bool      # garbage (envelope-judged faults: not pinned on a subset of the experts)
+    localized: bool   # exactly the expected experts ("all experts": the shared flag), only expected tokens, >= recall
+    exact: bool       # exactly the expected experts and tokens
+
+
+def judge_fault(fault: FaultyBackend, problem, rep, token_recall: float = TOKEN_RECALL) -> FaultOutcome:
+    """Compare a report's verdict and localization with what ``fault`` broke (module docstring).
+
+    Shared faults must be called "shared by all experts" (``rep.shared``, every routed expert
+    flagged) where at least ``SHARED_MIN_EXPERTS`` experts are routed; with fewer, every routed
+    expert flagged. Envelope-judged faults pass when they are not pinned on a subset of the experts:
+    nothing flagged when judged correct, else every routed expert (shared).
+    """
+    from .verdict import SHARED_MIN_EXPERTS, Verdict
+
+    routed = set(_routed(problem))
+    got_e, got_t = set(rep.flagged_experts), set(rep.flagged_tokens)
+    shared_ok = len(routed) < SHARED_MIN_EXPERTS or bool(rep.shared)
+    if fault.envelope_judged:
+        if rep.verdict == Verdict.CORRECT:
+            ok = not got_e
+        elif len(routed) < SHARED_MIN_EXPERTS:  # too few experts to tell "shared" from "each of them"
+            ok = got_e <= routed
+        else:
+            ok = not got_e or (got_e == routed and bool(rep.shared))
+        return FaultOutcome(True, ok, ok, ok)
+    want_e = routed if fault.shared else fault.expected_experts(problem)
+    want_t = fault.expected_tokens(problem)
+    if not want_e and not want_t:
+        ok = rep.verdict != Verdict.GARBAGE and not got_e and not got_t
+        return FaultOutcome(False, ok, ok, ok)
+    caught = rep.verdict == Verdict.GARBAGE
+    experts_ok = caught and got_e == want_e and (not fault.shared or shared_ok)
+    return FaultOutcome(True, caught, experts_ok and got_t <= want_t and len(got_t) >= token_recall * len(want_t),
+                        experts_ok and got_t == want_t)
 
 
 def all_faults(include_subtle: bool = True) -> list[FaultyBackend]:

@@ -66,6 +66,8 @@ def grouped_moe_forward(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: t
                         num_experts: int, w13_of: Callable[[int], torch.Tensor],
                         w2_of: Callable[[int], torch.Tensor], *,
                         act_quant: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                        in_quant: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
+                        mid_quant: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
                         offsets: torch.Tensor | None = None,
                         group_hook: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
                         per_slot: bool = False) -> torch.Tensor:
@@ -82,6 +84,9 @@ def grouped_moe_forward(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: t
         w2_of: ``e -> [H, I]`` in ``x.dtype``.
         act_quant: maps the SiLU*up intermediate [n, I] before the second GEMM (e.g. bf16 + NVFP4);
             also the place to observe it (calibration).
+        in_quant: ``(e, rows) -> rows'`` maps expert e's input rows [n, H] before the first GEMM
+            (per-expert activation quantizers); mid_quant: the same for the intermediate, after
+            ``act_quant``.
         offsets: overrides the int32 group ends (planted faults).
         group_hook: ``(e, y) -> y'`` may alter a group's output rows (planted faults).
         per_slot: return the unweighted expert outputs per routed slot instead of their sum.
@@ -97,10 +102,13 @@ def grouped_moe_forward(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: t
         for e, start, end in g.bounds(offsets):
             w13 = w13_of(e)
             inter = w13.shape[0] // 2
-            g_u = rows[start:end] @ w13.T
+            x_e = rows[start:end] if in_quant is None else in_quant(e, rows[start:end])
+            g_u = x_e @ w13.T
             act = torch.nn.functional.silu(g_u[:, :inter]) * g_u[:, inter:]
             if act_quant is not None:
                 act = act_quant(act)
+            if mid_quant is not None:
+                act = mid_quant(e, act)
             y = act @ w2_of(e).T
             ys[start:end] = group_hook(e, y) if group_hook is not None else y
     if per_slot:

@@ -26,11 +26,26 @@ from sm120lab.constants import SENTINEL
 from .backends import Backend, get_backend
 from .envelope import Envelope, make_envelope, unquantized_reference_slots
 from .jsonable import jsonable
-from .metrics import CellDiff, OutputDiff, TokenDiff, cell_diff, expert_errors, output_diff, token_diff
+from .metrics import (
+    DEV_FLOOR,
+    CellDiff,
+    OutputDiff,
+    TokenDiff,
+    cell_diff,
+    cell_rel,
+    expert_errors,
+    expert_pool,
+    mixing_dev,
+    output_diff,
+    token_diff,
+)
+from .problem import one_thread_for_small
 from .reference import moe_reference_slots
 from .verdict import Verdict, judge
 
-__all__ = ["BackendReport", "CheckResult", "check", "default_device", "reference_outputs", "run_backend"]
+__all__ = ["BackendReport", "CheckResult", "check", "default_device", "one_thread_for_small", "reference_outputs",
+           "run_backend"]
+
 
 
 def default_device() -> str:
@@ -54,6 +69,10 @@ class BackendReport:
     cells: CellDiff | None = None
     token_dev: TokenDiff | None = None
     per_expert: np.ndarray | None = None
+    mixing: np.ndarray | None = None     # per token: main run vs the weighted sum of its own probes
+    expert_band: np.ndarray | None = None  # W4A4: emulated-w4a4's pooled per-expert error vs the reference [E]
+    cell_band: np.ndarray | None = None    # W4A4: emulated-w4a4's floored error vs the reference per cell [T, k]
+    token_band: np.ndarray | None = None   # W4A4: the same per main-run token [T]
     topk_ids: np.ndarray | None = None
     output: torch.Tensor | None = None
     slots: torch.Tensor | None = None
@@ -63,6 +82,7 @@ class BackendReport:
     flagged_experts: list[int] = field(default_factory=list)
     flagged_tokens: list[int] = field(default_factory=list)
     format_mismatch: bool = False
+    shared: bool = False
 
     def summary(self) -> dict:
         out = {"backend": self.name, "status": self.status, "verdict": str(self.verdict or self.status),
@@ -82,6 +102,7 @@ class BackendReport:
             out["flagged_experts"] = self.flagged_experts
             out["flagged_tokens"] = self.flagged_tokens
             out["format_mismatch"] = self.format_mismatch
+            out["shared_by_all_experts"] = self.shared
             out["reasons"] = self.reasons
             out["seconds"] = round(self.seconds, 4)
         if self.notes:
@@ -199,6 +220,7 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
     rep.topk_ids = problem.topk_ids.cpu().numpy()
     if probes:
         rep.cells = cell_diff(slot_outs, ref_slots, problem.topk_ids, twin_slots, alt_slots)
+        rep.mixing = mixing_dev(out, slot_outs, problem.topk_weights)
         rep.per_expert = expert_errors(rep.cells, problem.topk_ids, problem.config.E)
         if keep_slots:
             rep.slots = torch.stack(slot_outs, dim=1)
@@ -227,11 +249,17 @@ def _combine(slots: torch.Tensor, problem) -> torch.Tensor:
 def _judged(rep: BackendReport, env: Envelope) -> BackendReport:
     if rep.status == "ran":
         j = judge(rep, env)
-        rep.verdict, rep.reasons, rep.format_mismatch = j.verdict, j.reasons, j.format_mismatch
+        rep.verdict, rep.reasons, rep.format_mismatch, rep.shared = j.verdict, j.reasons, j.format_mismatch, j.shared
         rep.flagged_experts, rep.flagged_tokens = j.flagged_experts, j.flagged_tokens
     else:
         rep.verdict = Verdict(rep.status)
     return rep
+
+
+def _set_bands(rep: BackendReport, bands: dict) -> None:
+    """Hand a W4A4 report emulated-w4a4's own error vs the reference (its rounding band)."""
+    for key, value in bands.items():
+        setattr(rep, key, value)
 
 
 def check(problem, backends=None, *, probes: bool = True, keep_output: bool = True, progress=None) -> CheckResult:
@@ -247,6 +275,12 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
     for b in backends:
         if not isinstance(b, Backend):
             raise TypeError(f"backends must be names or Backend objects, got {type(b).__name__}")
+    cfg = problem.config
+    with one_thread_for_small(problem.device, cfg.E * 3 * cfg.I * cfg.H):
+        return _check(problem, backends, probes, keep_output, progress)
+
+
+def _check(problem, backends, probes, keep_output, progress) -> CheckResult:
     ref, slots, ref_s = reference_outputs(problem)
     unq_slots = unquantized_reference_slots(problem, slots.dtype)
     unq_out = None if unq_slots is None else _combine(unq_slots, problem)
@@ -259,8 +293,12 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
     # the emulated backend's own twin is itself
     emu.token_dev = token_diff(emu.main, emu.main)
     emu.diff_twin = output_diff(emu.main, emu.main)
+    bands = {"token_band": token_diff(emu.main, ref).dev}
     if emu.cells is not None:
+        bands["expert_band"] = expert_pool(emu.cells.num, emu.cells.den, emu.cells.ids, problem.config.E)
+        bands["cell_band"] = cell_rel(emu.cells.num, emu.cells.den, emu.cells.ids, floor=DEV_FLOOR)
         emu.cells = cell_diff(list(emu.slots.unbind(1)), slots, problem.topk_ids, emu.slots)
+    _set_bands(emu, bands)
     iterable = progress(backends) if progress is not None else backends
     for b in iterable:
         if b is emulated:
@@ -268,6 +306,7 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
         elif b.numerics == "w4a4":
             rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output, twin_out=emu.main,
                               twin_slots=emu.slots)
+            _set_bands(rep, bands)
         else:
             rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
                               alt_out=unq_out, alt_slots=unq_slots)

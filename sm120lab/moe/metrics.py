@@ -34,7 +34,7 @@ import torch
 from sm120lab.constants import SENTINEL
 
 __all__ = ["DEV_FLOOR", "OutputDiff", "CellDiff", "TokenDiff", "cell_rel", "output_diff", "cell_diff", "token_diff",
-           "expert_errors"]
+           "expert_errors", "expert_pool", "mixing_dev"]
 
 
 @dataclass
@@ -222,3 +222,47 @@ def expert_errors(cells: CellDiff, topk_ids: torch.Tensor, num_experts: int) -> 
     err[badc > 0] = np.inf
     err[cnt == 0] = np.nan
     return err
+
+
+def expert_pool(num: np.ndarray, den: np.ndarray, ids: np.ndarray, num_experts: int, floor: float = DEV_FLOOR) -> np.ndarray:
+    """Per expert ``sqrt(sum num / sum max(den, floor^2 median_e den))`` over its cells; NaN if unrouted.
+
+    The pooled deviation of an expert: a systematic error shows in every cell and survives the
+    pooling, a heavy-tailed rounding outlier in one cell is diluted by the others.
+    """
+    num, den, ids = (np.asarray(a).reshape(-1) for a in (num, den, ids))
+    d = den.copy()
+    for e in np.unique(ids):
+        m = ids == e
+        pos = den[m][den[m] > 0]
+        if pos.size:
+            d[m] = np.maximum(den[m], floor ** 2 * float(np.median(pos)))
+    s_num = np.bincount(ids, weights=np.where(np.isfinite(num), num, np.inf), minlength=num_experts)
+    s_den = np.bincount(ids, weights=d, minlength=num_experts)
+    cnt = np.bincount(ids, minlength=num_experts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.sqrt(s_num / s_den)
+    out[(s_den == 0) & (s_num == 0)] = 0.0
+    out[cnt == 0] = np.nan
+    return out
+
+
+def mixing_dev(out: torch.Tensor, slot_outs: list[torch.Tensor], topk_weights: torch.Tensor) -> np.ndarray:
+    """Per token ``||O_t - sum_j w_tj P_tj|| / max(||sum_j w_tj P_tj||, DEV_FLOOR median_t ||.||)``.
+
+    ``P_tj`` are the backend's own per-slot probe outputs: whatever its numerics, a backend that
+    mixes its expert outputs with the routing weights it was given reproduces its main run from
+    them to within output rounding. NaN/Inf/untouched rows give inf.
+    """
+    mixed = torch.zeros(out.shape, dtype=torch.float64, device=out.device)
+    bad = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
+    for j, p in enumerate(slot_outs):
+        sentinel, nan, inf = _masks(p)
+        bad |= (sentinel | nan | inf).any(dim=1)
+        mixed += topk_weights[:, j].to(torch.float64).unsqueeze(1) * torch.nan_to_num(p.double())
+    sentinel, nan, inf = _masks(out)
+    bad |= (sentinel | nan | inf).any(dim=1)
+    num = torch.where(bad, torch.full_like(bad, torch.inf, dtype=torch.float64),
+                      _sq_rows(torch.nan_to_num(out.double()), mixed))
+    one_group = np.zeros(out.shape[0], dtype=np.int64)
+    return cell_rel(num.cpu().numpy(), _sq_rows(mixed).cpu().numpy(), one_group, floor=DEV_FLOOR)

@@ -24,6 +24,7 @@ type, not across CPU and CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 
@@ -34,8 +35,9 @@ from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4Tensor, quantize_nvfp4
 from .grouping import grouped_moe_forward
 from .reference import check_routing, dequantize_expert
 
-__all__ = ["MoEConfig", "MoEProblem", "PRESETS", "ROUTINGS", "calibrate_activation_scales", "intermediate_amax",
-           "make_moe_problem", "make_routing", "problem_from_weights"]
+__all__ = ["MoEConfig", "MoEProblem", "MemoryEstimate", "PRESETS", "ROUTINGS", "abs_quantile", "available_memory",
+           "calibrate_activation_scales", "memory_estimate", "memory_error", "one_thread_for_small",
+           "intermediate_amax", "intermediate_quantile", "make_moe_problem", "make_routing", "problem_from_weights"]
 
 
 @dataclass(frozen=True)
@@ -198,19 +200,45 @@ def _draw_weights(gen, e: int, n: int, kdim: int, device, chunk: int) -> torch.T
     return out
 
 
+def _observe_intermediate(hidden, topk_ids, w13, w2, dtype, observe) -> None:
+    """Call ``observe(|bf16(SiLU(G h) * U h)|)`` (fp32 [n, I]) per expert group, via the reference loop."""
+
+    def hook(act: torch.Tensor) -> torch.Tensor:
+        observe(act.to(torch.bfloat16).float().abs())
+        return act
+
+    grouped_moe_forward(hidden.to(dtype), topk_ids, None, w13.shape[0], lambda e: dequantize_expert(w13, e, dtype),
+                        lambda e: dequantize_expert(w2, e, dtype), act_quant=hook, per_slot=True)
+
+
 def intermediate_amax(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4Tensor, w2: NVFP4Tensor,
                       dtype: torch.dtype) -> float:
     """``amax(bf16(SiLU(G h) * U h))`` over the routed slots, computed in ``dtype`` by the reference loop."""
     amax = 0.0
 
-    def observe(act: torch.Tensor) -> torch.Tensor:
+    def seen(a: torch.Tensor) -> None:
         nonlocal amax
-        amax = max(amax, float(act.to(torch.bfloat16).float().abs().max()))
-        return act
+        amax = max(amax, float(a.max()))
 
-    grouped_moe_forward(hidden.to(dtype), topk_ids, None, w13.shape[0], lambda e: dequantize_expert(w13, e, dtype),
-                        lambda e: dequantize_expert(w2, e, dtype), act_quant=observe, per_slot=True)
+    _observe_intermediate(hidden, topk_ids, w13, w2, dtype, seen)
     return amax
+
+
+def abs_quantile(x: torch.Tensor, q: float) -> float:
+    """The ``q``-quantile of ``|x|`` (lower order statistic, ``torch.kthvalue``: no size limit)."""
+    flat = x.float().abs().reshape(-1)
+    if not 0.0 < q <= 1.0 or flat.numel() == 0:
+        raise ValueError(f"q must be in (0, 1] and x non-empty, got q={q!r}, {flat.numel()} elements")
+    k = min(flat.numel(), max(1, math.ceil(q * flat.numel())))
+    return float(torch.kthvalue(flat.cpu(), k).values)
+
+
+def intermediate_quantile(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4Tensor, w2: NVFP4Tensor,
+                          dtype: torch.dtype, q: float) -> float:
+    """The ``q``-quantile of ``|bf16(SiLU(G h) * U h)|`` over the routed slots (``q = 1``: the amax)."""
+    parts: list[torch.Tensor] = []
+    _observe_intermediate(hidden, topk_ids, w13, w2, dtype, parts.append)
+    return abs_quantile(torch.cat([p.reshape(-1) for p in parts]), q)
 
 
 def calibrate_activation_scales(hidden: torch.Tensor, topk_ids: torch.Tensor, w13: NVFP4Tensor,
@@ -244,6 +272,115 @@ def problem_from_weights(config: MoEConfig, hidden: torch.Tensor, topk_ids: torc
                       w2_swizzled=w2.with_layout("swizzled"), a1_gscale=a1, a2_gscale=a2, replayable=False)
 
 
+#: CPU problems with at most this many weight elements run on one torch thread
+SMALL_WEIGHTS = 1 << 24
+
+
+@contextlib.contextmanager
+def one_thread_for_small(device, weights: int = 0):
+    """One torch thread for small CPU problems (``weights`` elements, 0: any size), restored after.
+
+    Measured on a shared 2-core box: a tiny problem with 11 backends took 3.5 s on 2 threads and
+    0.15 s on one (the threads spin-wait on each other); fp32 results differ in the last bits.
+    """
+    if torch.device(device).type != "cpu" or weights > SMALL_WEIGHTS:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a ``sm120lab check`` run needs: ``fixed + per_token * T`` (an upper estimate)."""
+
+    fixed: int
+    per_token: int
+
+    def total(self, tokens: int) -> int:
+        return self.fixed + self.per_token * tokens
+
+
+#: per weight element: bf16 original (2) + NVFP4 codes (0.5) + linear and swizzled scales (2/16)
+#: + the bf16 copy torch-bf16 dequantizes (2)
+_BYTES_PER_WEIGHT = 2 + 0.5 + 2 / 16 + 2
+#: per element of the largest chunk drawn/quantized at once: fp32 draw, boost and the quantizer's
+#: fp32 temporaries and masks
+_BYTES_PER_CHUNK_ELEMENT = 24
+_CHUNK_ELEMENTS = 1 << 27
+
+
+def memory_estimate(preset, tokens: int) -> MemoryEstimate:
+    """Upper estimate of the memory to draw ``preset`` with ``tokens`` tokens and run the harness on it.
+
+    fixed = 3 E I H x 4.625 B (bf16 originals, NVFP4 codes and both scale layouts, a bf16 copy for
+    torch-bf16) + 24 B x min(2 E I H, 2^27) (drawing and quantizing one chunk);
+    per token = 6 H (hidden, fp32 draw) + 8 E (router logits) + 12 x 8 k H (fp64 per-slot reference,
+    unquantized and emulated twins, the grouped rows and outputs, one backend's main run and k
+    probes, the diff temporaries) + 64 H (output rows).
+    """
+    cfg = preset if isinstance(preset, MoEConfig) else PRESETS[preset]
+    weights = 3 * cfg.E * cfg.I * cfg.H
+    fixed = int(weights * _BYTES_PER_WEIGHT + _BYTES_PER_CHUNK_ELEMENT * min(2 * cfg.E * cfg.I * cfg.H, _CHUNK_ELEMENTS))
+    per_token = 6 * cfg.H + 8 * cfg.E + 12 * 8 * cfg.k * cfg.H + 64 * cfg.H
+    return MemoryEstimate(fixed=fixed, per_token=per_token)
+
+
+def available_memory(device) -> int | None:
+    """Bytes free for new tensors on ``device`` (CPU: MemAvailable; CUDA: ``mem_get_info``); None if unknown."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(dev)[0])
+        except (RuntimeError, AssertionError):
+            return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2 ** 30:,.1f} GiB" if n < 2 ** 40 else f"{n / 2 ** 40:,.1f} TiB"
+
+
+def memory_error(preset, tokens: int | None, device, available: int | None = None) -> str | None:
+    """One line naming the argument that does not fit in memory (``--preset``/``--tokens``), or None.
+
+    ``tokens`` None: the preset's default. ``available``: bytes (default :func:`available_memory`).
+    """
+    cfg = preset if isinstance(preset, MoEConfig) else PRESETS[preset]
+    tokens = cfg.default_tokens if tokens is None else tokens
+    avail = available_memory(device) if available is None else available
+    if avail is None:
+        return None
+    est = memory_estimate(cfg, tokens)
+    dev = torch.device(device).type
+    if est.fixed > avail:
+        return (f"--preset: {cfg.name} on --device {dev} needs about {_gib(est.fixed)} before any token "
+                f"({3 * cfg.E * cfg.I * cfg.H:,} weight elements: bf16 originals, NVFP4, a bf16 copy), "
+                f"{_gib(avail)} available; use a GPU with enough memory (--device cuda) or a smaller preset "
+                "(tiny, small)")
+    if est.total(tokens) > avail:
+        most = max(0, (avail - est.fixed) // est.per_token)
+        return (f"--tokens: {tokens:,} tokens of {cfg.name} need about {_gib(est.total(tokens))} on {dev} "
+                f"({est.per_token:,} B per token), {_gib(avail)} available; at most {most:,} tokens fit")
+    return None
+
+
 def make_moe_problem(preset="tiny", tokens: int | None = None, routing: str = "uniform", seed: int = 0,
                      device="cpu", *, keep_unquantized: bool = True) -> MoEProblem:
     """Draw one MoE layer problem (module docstring). ``tokens`` defaults to the preset's.
@@ -255,6 +392,12 @@ def make_moe_problem(preset="tiny", tokens: int | None = None, routing: str = "u
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     cfg, tokens, dev = _check_args(preset, tokens, routing, seed, device)
+    with one_thread_for_small(dev, 3 * cfg.E * cfg.I * cfg.H):
+        return _draw_problem(cfg, tokens, routing, seed, dev, keep_unquantized)
+
+
+def _draw_problem(cfg: MoEConfig, tokens: int, routing: str, seed: int, dev: torch.device,
+                  keep_unquantized: bool) -> MoEProblem:
     gen = torch.Generator(device=dev)
     gen.manual_seed(seed)
     chunk = max(1, (1 << 27) // (2 * cfg.I * cfg.H))  # ~128M elements per chunk

@@ -21,21 +21,19 @@ and one compact line per problem); ``sm120lab check --sweep N`` runs it and writ
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 
+import numpy as np
 import torch
 
-from .faults import FAULTS, SUBTLE_FAULTS
-from .harness import check, replay_command
+from . import verdict as rules
+from .faults import FAULTS, SUBTLE_FAULTS, TOKEN_RECALL, judge_fault
+from .harness import check, one_thread_for_small, replay_command
 from .problem import ROUTINGS, make_moe_problem
 from .variants import all_variants
-from .verdict import Verdict
+from .verdict import Verdict, pooled_deviation
 
 __all__ = ["CORRECT_BACKENDS", "FAMILIES", "TOKEN_RECALL", "false_alarm_sweep", "problem_of"]
-
-#: a localized fault names at least this fraction of its expected tokens (and no other token)
-TOKEN_RECALL = 0.9
 
 CORRECT_BACKENDS = ("reference", "emulated-w4a4", "torch-bf16")
 #: routing families: every routing kind, plus mostly-empty (sparse routing at T = 1..3)
@@ -52,18 +50,46 @@ def problem_of(preset: str, family: str, seed: int, device="cpu"):
     return make_moe_problem(preset, routing=family, seed=seed, device=device)
 
 
-@contextlib.contextmanager
-def _one_thread(device: str):
-    """Small CPU problems run ~10x faster on one thread when the cores are shared (no spin-waits)."""
-    if torch.device(device).type != "cpu":
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+def _stats(rep, env) -> dict:
+    """The numbers the verdict rules threshold, for one report (their extremes go into the record)."""
+    out = {"rel_over_e_a": min([rep.diff.rel_fro] + [x.rel_fro for x in (rep.diff_twin, rep.diff_alt) if x is not None])
+           / env.e_a}
+    if rep.mixing is not None:
+        fin = rep.mixing[np.isfinite(rep.mixing)]
+        out["mixing"] = float(fin.max()) if fin.size else 0.0
+    if rep.cells is not None:
+        out["cell_dev"] = float(np.max(rep.cells.dev))
+        pooled = pooled_deviation(rep)
+        out["expert_pooled"] = float(np.nanmax(pooled))
+        routed = np.flatnonzero(np.isfinite(pooled))
+        if routed.size > 1 and rep.numerics != "w4a4":
+            out["expert_ratio"] = float(max(
+                pooled[e] / max(rules.ROUNDING_FLOOR, float(np.median(pooled[np.setdiff1d(routed, [e])])))
+                for e in routed))
+        if rep.expert_band is not None and rep.numerics == "w4a4":
+            band = np.maximum(rep.cell_band, rep.expert_band[rep.cells.ids])
+            out["cell_z"] = float(np.max(rep.cells.dev / np.maximum(band, 1e-12)))
+            out["expert_z"] = float(np.nanmax(pooled / np.maximum(rep.expert_band, 1e-12)))
+    return {k: v for k, v in out.items() if np.isfinite(v)}
+
+
+def _fault_margin(fault, problem, rep) -> dict:
+    """How far a caught fault sat beyond its rule: the broken expert's pooled deviation, the broken
+    tokens' mixing deviation (their minimum over the problem)."""
+    out = {}
+    want_e = fault.expected_experts(problem)
+    if rep.cells is not None and want_e and not fault.shared:
+        pooled = pooled_deviation(rep)
+        out["target_pooled"] = float(min(pooled[e] for e in want_e))
+    if rep.mixing is not None and not want_e and fault.expected_tokens(problem):
+        out["token_mixing"] = float(min(rep.mixing[t] for t in fault.expected_tokens(problem)))
+    return out
+
+
+def _extremes(acc: dict, name: str, stats: dict, worst) -> None:
+    slot = acc.setdefault(name, {})
+    for k, v in stats.items():
+        slot[k] = v if k not in slot else worst(slot[k], v)
 
 
 def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100, seed: int = 0, device="cpu", *,
@@ -92,17 +118,21 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     faults = required + subtle
     order = correct + [f.name for f in faults]
     verdicts: dict[str, Counter] = {name: Counter() for name in order}
-    fault_stats = {f.name: {"caught": 0, "localized": 0, "localized_exactly": 0, "of": 0, "required": f in required}
-                   for f in faults}
+    fault_stats = {f.name: {"caught": 0, "localized": 0, "localized_exactly": 0, "not_applicable": 0, "of": 0,
+                            "envelope_judged": f.envelope_judged, "shared": f.shared} for f in faults}
     failures, rows = [], []
+    highs: dict[str, dict] = {}   # per backend: the largest value of each thresholded statistic
+    lows: dict[str, dict] = {}    # per fault: the smallest detection margin
     jobs = [(p, fam, seed + i) for p in presets for fam in families for i in range(problems)]
-    with _one_thread(device):
+    with one_thread_for_small(device):
         for preset, family, s in (progress(jobs) if progress is not None else jobs):
             prob = problem_of(preset, family, s, device)
             res = check(prob, list(CORRECT_BACKENDS) + variants + faults, keep_output=False)
             where = {"preset": preset, "family": family, "seed": s, "tokens": prob.tokens,
                      "replay": replay_command(prob)}
             for name in correct:
+                if res.reports[name].diff is not None:
+                    _extremes(highs, name, _stats(res.reports[name], res.envelope), max)
                 v = res.reports[name].verdict
                 verdicts[name][str(v)] += 1
                 if v in (Verdict.GARBAGE, Verdict.ERROR):
@@ -112,32 +142,34 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
                 rep = res.reports[f.name]
                 verdicts[f.name][str(rep.verdict)] += 1
                 st = fault_stats[f.name]
+                out = judge_fault(f, prob, rep)
+                if out.applicable and out.caught:
+                    _extremes(lows, f.name, _fault_margin(f, prob, rep), min)
                 st["of"] += 1
-                caught = rep.verdict == Verdict.GARBAGE
-                want_e, want_t = f.expected_experts(prob), f.expected_tokens(prob)
-                got_t = set(rep.flagged_tokens)
-                experts_ok = caught and set(rep.flagged_experts) == want_e
-                exact = experts_ok and got_t == want_t
-                localized = experts_ok and got_t <= want_t and len(got_t) >= TOKEN_RECALL * len(want_t)
-                st["caught"] += caught
-                st["localized"] += localized
-                st["localized_exactly"] += exact
-                if f in required and not localized:
-                    failures.append({**where, "backend": f.name, "kind": "missed" if not caught else "mislocalized",
-                                     "verdict": str(rep.verdict),
-                                     "experts": {"expected": sorted(want_e), "flagged": rep.flagged_experts},
-                                     "tokens": {"expected": sorted(want_t), "flagged": rep.flagged_tokens}})
+                st["not_applicable"] += not out.applicable
+                st["caught"] += out.caught
+                st["localized"] += out.localized
+                st["localized_exactly"] += out.exact
+                if not out.localized:
+                    failures.append({**where, "backend": f.name, "kind": "missed" if not out.caught else "mislocalized",
+                                     "verdict": str(rep.verdict), "shared": rep.shared,
+                                     "experts": {"expected": sorted(f.expected_experts(prob)),
+                                                 "flagged": rep.flagged_experts},
+                                     "tokens": {"expected": sorted(f.expected_tokens(prob)),
+                                                "flagged": rep.flagged_tokens}})
             rows.append([preset, family, prob.tokens, s,
                          "".join(_LETTER.get(res.reports[n].verdict, "?") for n in order)])
     false_garbage = sum(verdicts[n][str(Verdict.GARBAGE)] for n in correct)
-    required_missed = sum(st["of"] - st["localized"] for st in fault_stats.values() if st["required"])
+    required_missed = sum(st["of"] - st["localized"] for st in fault_stats.values())
     return {
         "presets": list(presets), "families": list(families), "problems_per_family": problems,
         "seeds": {"first": seed, "last": seed + problems - 1, "rule": "problem_of(preset, family, seed)"},
         "device": str(device), "torch_threads": 1 if torch.device(device).type == "cpu" else None,
         "backends": {"correct": correct, "faults_required": [f.name for f in required],
-                     "faults_subtle": [f.name for f in subtle]},
+                     "faults_envelope_judged": [f.name for f in subtle]},
         "token_recall": TOKEN_RECALL,
+        "rules": {k: getattr(rules, k) for k in rules.__all__ if k.isupper()},
+        "statistics": {"correct_backends_max": highs, "faults_min_margin": lows},
         "totals": {"problems": len(jobs), "false_garbage": false_garbage,
                    "false_errors": sum(verdicts[n][str(Verdict.ERROR)] for n in correct),
                    "required_faults_not_localized": required_missed,

@@ -13,19 +13,34 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
   own weight error, which the envelope measures per cell;
 - ``variant-bf16-weights``: the unquantized bf16 weights themselves (fp32 math).
 
-Like the planted faults they are not in the default registry. The fourth case of the false-alarm
+- legitimate NVFP4 *activation quantizer* variants (W4A4 backends, judged against
+  ``emulated-w4a4``, which rounds block scales to nearest with the layer's static amax global
+  scales): ``variant-act-scale-up`` / ``variant-act-scale-down`` (E4M3 block scales rounded up /
+  down instead of to nearest: libraries differ here), ``variant-act-gscale-percentile`` (static
+  global scales 448*6 / the 99.99th percentile of |x|: the largest values saturate),
+  ``variant-act-gscale-per-expert`` (448*6 / amax over each expert's own rows) and
+  ``variant-act-gscale-per-token`` (dynamic, 448*6 / amax of each row). :class:`ActQuantVariant`
+  takes any combination (the property tests draw them at random).
+
+Like the planted faults they are not in the default registry. The last case of the false-alarm
 tests, mostly-empty routings, is a problem family (sparse routing at T = 1..3), not a backend.
 """
 
 from __future__ import annotations
 
+from enum import Enum
+
 import torch
+
+from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4_BLOCK, e2m1_decode, e2m1_encode, e4m3_round_satfinite
 
 from .backends.base import Backend, Needs
 from .grouping import grouped_moe_forward
+from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["VARIANTS", "Variant", "all_variants"]
+__all__ = ["QUANTIZER_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "ScaleRounding", "Variant",
+           "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
 class Variant(Backend):
@@ -95,7 +110,167 @@ class BF16Weights(Variant):
         return {"difference": self.difference}
 
 
-VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights)
+class ScaleRounding(str, Enum):
+    """How an activation quantizer rounds ``gs * amax_b / 6`` to its E4M3 block scale."""
+
+    NEAREST = "nearest"  # RNE (cvt.rn.satfinite): the W4A4 contract, emulated-w4a4
+    UP = "up"            # the next E4M3 value up: no element saturates, coarser steps
+    DOWN = "down"        # the next E4M3 value down: finer steps, the block maximum may saturate at 6
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class GlobalScale(str, Enum):
+    """Which fp32 global scale an activation quantizer uses (encode side, ``gs = 448*6/m``)."""
+
+    PER_LAYER = "per-layer"      # m = amax over the layer's calibration data (problem.a1/a2_gscale): the contract
+    PERCENTILE = "percentile"    # m = a quantile of |x| over the same data: values above it saturate
+    PER_EXPERT = "per-expert"    # m = amax over the expert's own rows (per-expert input scales)
+    PER_TOKEN = "per-token"      # m = amax of each row (dynamic quantization)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def e4m3_round(x: torch.Tensor, rounding: ScaleRounding = ScaleRounding.NEAREST) -> torch.Tensor:
+    """Non-negative fp32 -> float8_e4m3fn with ``rounding``; values above 448 saturate in every mode."""
+    near = e4m3_round_satfinite(x)
+    if rounding == ScaleRounding.NEAREST:
+        return near
+    xf = x.float().clamp(0.0, E4M3_MAX)
+    bits = near.view(torch.uint8).to(torch.int16)
+    nf = near.float()
+    if rounding == ScaleRounding.UP:
+        bits = torch.where(nf < xf, bits + 1, bits)
+    else:
+        bits = torch.where((nf > xf) & (bits > 0), bits - 1, bits)
+    return bits.to(torch.uint8).view(torch.float8_e4m3fn)
+
+
+def fake_quant_nvfp4(x: torch.Tensor, gs: torch.Tensor, *, block: int = NVFP4_BLOCK,
+                     rounding: ScaleRounding = ScaleRounding.NEAREST) -> torch.Tensor:
+    """``dequant(quant(x))`` in fp32 with a chosen block size and block-scale rounding.
+
+    ``SF_b = e4m3_round(gs * amax_b / 6)``, ``q = e2m1_rn_satfinite(x / (SF_b / gs))``,
+    ``out = e2m1(q) * SF_b / gs`` (the arithmetic order of :func:`sm120lab.nvfp4.quantize_nvfp4`,
+    which it reproduces bit for bit with ``block=16, rounding=NEAREST``).
+
+    Args:
+        x: [..., K], K a multiple of ``block``. gs: fp32 global scale broadcastable to ``x.shape[:-1] + (1,)``.
+        block: elements per block scale (16 for NVFP4; a planted fault uses 32).
+        rounding: :class:`ScaleRounding` of the block scales.
+
+    Returns:
+        fp32 tensor of ``x``'s shape.
+    """
+    xf = x.float()
+    lead, k = tuple(xf.shape[:-1]), xf.shape[-1]
+    if k % block:
+        raise ValueError(f"x: last dimension {k} must be a multiple of the block size {block}")
+    blocks = xf.reshape(*lead, k // block, block)
+    gs_b = gs.float().to(x.device).expand(*lead, 1) if gs.dim() else gs.float().to(x.device).reshape(1)
+    amax = blocks.abs().amax(dim=-1)
+    sf = e4m3_round(gs_b * (amax * (1.0 / 6.0)), rounding).float()
+    denom = sf * torch.reciprocal(gs_b)
+    inv = torch.where(sf != 0, torch.reciprocal(torch.where(sf != 0, denom, torch.ones_like(denom))),
+                      torch.zeros_like(denom))
+    codes = e2m1_encode(blocks * inv.unsqueeze(-1))
+    return ((e2m1_decode(codes) * sf.unsqueeze(-1)) / gs_b.unsqueeze(-1)).reshape(xf.shape)
+
+
+def _gs_of(m: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``448*6 / m`` as fp32 on ``like``'s device (m clamped away from 0)."""
+    m = torch.as_tensor(m, dtype=torch.float32, device=like.device)
+    return (E4M3_MAX * E2M1_MAX) / m.clamp_min(1e-30)
+
+
+def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRounding.NEAREST,
+                 gscale: GlobalScale = GlobalScale.PER_LAYER, block: int = NVFP4_BLOCK,
+                 quantile: float = 0.9999) -> torch.Tensor:
+    """The W4A4 MoE forward (fp32 math, NVFP4 weights) with a chosen activation quantizer -> [T, H] fp32.
+
+    Hidden states are quantized before the first GEMM, the bf16-rounded SiLU*up intermediate
+    before the second (as ``emulated-w4a4``), each with ``fake_quant_nvfp4(block, rounding)`` and
+    the global scale ``gscale`` picks (``quantile`` for :attr:`GlobalScale.PERCENTILE`).
+    """
+    f32 = torch.float32
+    hidden = problem.hidden.float()
+    a1, a2 = problem.a1_gscale, problem.a2_gscale
+    if gscale == GlobalScale.PERCENTILE:
+        a1 = _gs_of(abs_quantile(hidden, quantile), hidden)
+        m2 = intermediate_quantile(problem.hidden, problem.topk_ids, problem.w13, problem.w2,
+                                   torch.float64 if hidden.device.type == "cpu" else f32, quantile)
+        a2 = _gs_of(m2, hidden)
+
+    def dynamic(rows: torch.Tensor, per_row: bool) -> torch.Tensor:
+        amax = rows.abs().amax(dim=-1, keepdim=True) if per_row else rows.abs().amax()
+        return fake_quant_nvfp4(rows, _gs_of(amax, rows), block=block, rounding=rounding)
+
+    in_quant = mid_quant = None
+    if gscale in (GlobalScale.PER_EXPERT, GlobalScale.PER_TOKEN):
+        per_row = gscale == GlobalScale.PER_TOKEN
+        x = hidden
+        in_quant = lambda e, rows: dynamic(rows, per_row)  # noqa: E731
+        mid_quant = lambda e, act: dynamic(act.to(torch.bfloat16).float(), per_row)  # noqa: E731
+        act_quant = None
+    else:
+        x = fake_quant_nvfp4(hidden, a1, block=block, rounding=rounding)
+        act_quant = lambda a: fake_quant_nvfp4(a.to(torch.bfloat16), a2, block=block, rounding=rounding)  # noqa: E731
+    return grouped_moe_forward(x, problem.topk_ids, topk_weights, problem.config.E,
+                               lambda e: dequantize_expert(problem.w13, e, f32),
+                               lambda e: dequantize_expert(problem.w2, e, f32),
+                               act_quant=act_quant, in_quant=in_quant, mid_quant=mid_quant)
+
+
+class ActQuantVariant(Variant):
+    """A W4A4 backend whose activation quantizer makes other legitimate choices than the contract's."""
+
+    numerics = "w4a4"
+
+    def __init__(self, rounding: ScaleRounding = ScaleRounding.NEAREST, gscale: GlobalScale = GlobalScale.PER_LAYER,
+                 quantile: float = 0.9999, name: str | None = None):
+        self.rounding, self.gscale, self.quantile = ScaleRounding(rounding), GlobalScale(gscale), float(quantile)
+        q = f" (q={self.quantile:g})" if self.gscale == GlobalScale.PERCENTILE else ""
+        self.difference = f"activation block scales rounded {self.rounding}, {self.gscale} global scales{q}"
+        self.name = name or f"variant-act-{self.rounding}-{self.gscale}"
+
+    def run(self, problem, out):
+        out.copy_(w4a4_forward(problem, problem.topk_weights, rounding=self.rounding, gscale=self.gscale,
+                               quantile=self.quantile))
+        return {"difference": self.difference}
+
+
+class ScaleRoundUp(ActQuantVariant):
+    def __init__(self):
+        super().__init__(ScaleRounding.UP, name="variant-act-scale-up")
+
+
+class ScaleRoundDown(ActQuantVariant):
+    def __init__(self):
+        super().__init__(ScaleRounding.DOWN, name="variant-act-scale-down")
+
+
+class PercentileGlobalScale(ActQuantVariant):
+    def __init__(self):
+        super().__init__(gscale=GlobalScale.PERCENTILE, name="variant-act-gscale-percentile")
+
+
+class PerExpertGlobalScale(ActQuantVariant):
+    def __init__(self):
+        super().__init__(gscale=GlobalScale.PER_EXPERT, name="variant-act-gscale-per-expert")
+
+
+class PerTokenGlobalScale(ActQuantVariant):
+    def __init__(self):
+        super().__init__(gscale=GlobalScale.PER_TOKEN, name="variant-act-gscale-per-token")
+
+
+#: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage
+QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PercentileGlobalScale,
+                                                 PerExpertGlobalScale, PerTokenGlobalScale)
+VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights,
+                                       *QUANTIZER_VARIANTS)
 
 
 def all_variants() -> list[Variant]:

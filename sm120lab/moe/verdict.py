@@ -40,7 +40,9 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["DEV_CORRECT", "DEV_GARBAGE", "FORMAT_CLOSER", "TOKEN_GARBAGE", "Judgement", "Verdict", "judge"]
+__all__ = ["DEV_CORRECT", "DEV_GARBAGE", "EXPERT_CONSISTENT", "EXPERT_DEV", "EXPERT_RATIO", "FORMAT_CLOSER", "MIX_LIMIT",
+           "ROUNDING_FLOOR", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "Judgement", "Verdict",
+           "judge", "pooled_deviation", "systematic_experts"]
 
 
 class Verdict(str, Enum):
@@ -65,6 +67,27 @@ DEV_GARBAGE = 0.5
 FORMAT_CLOSER = 0.5
 #: kept for callers that printed it: main-run tokens use ``DEV_GARBAGE`` like the cells
 TOKEN_GARBAGE = DEV_GARBAGE
+#: systematic expert (16-bit-activation backends): pooled deviation above this ...
+EXPERT_DEV = 0.05
+#: ... and this many times its rounding band: the median pooled deviation of the other routed
+#: experts, at least ``ROUNDING_FLOOR`` (bf16 output rounding)
+EXPERT_RATIO = 8.0
+ROUNDING_FLOOR = 0.005
+#: ... with at least this fraction of its cells deviating more than ``EXPERT_DEV / 2`` (consistent)
+EXPERT_CONSISTENT = 0.5
+#: W4A4 backends: a cell or main-run token is out of envelope only beyond ``DEV_GARBAGE`` AND this
+#: many times its own activation-rounding band (emulated-w4a4's floored error vs the reference there,
+#: at least its expert's pooled one); an expert is systematic beyond this many times its pooled band
+W4A4_CELL_Z = 12.0
+W4A4_EXPERT_Z = 8.0
+#: W4A4 backends: the global garbage limit is at least this many e_a (the envelope's garbage_rel_w4a4)
+W4A4_GLOBAL_Z = 5.0
+#: mixing: a main-run token farther than this from the weighted sum of the backend's own per-slot
+#: probe outputs (relative, floored) combined its experts with wrong weights
+MIX_LIMIT = 0.05
+#: "shared by all experts" needs at least this many routed experts, every one's pooled deviation
+#: beyond ``EXPERT_DEV`` (W4A4 backends: ``DEV_CORRECT``, their twin's rounding)
+SHARED_MIN_EXPERTS = 3
 
 
 @dataclass
@@ -74,6 +97,7 @@ class Judgement:
     flagged_experts: list[int] = field(default_factory=list)
     flagged_tokens: list[int] = field(default_factory=list)
     format_mismatch: bool = False
+    shared: bool = False   # the deviation lives in every routed expert alike (flagged_experts = all of them)
 
 
 def _fmt(x: float) -> str:
@@ -92,6 +116,129 @@ def _beyond(dev: np.ndarray, dev_alt: np.ndarray | None) -> np.ndarray:
     return far
 
 
+def _beyond_band(dev: np.ndarray, band: np.ndarray | None) -> np.ndarray:
+    """W4A4: beyond DEV_GARBAGE and beyond W4A4_CELL_Z x the activation-rounding band (NaN counts as far)."""
+    far = ~(dev <= DEV_GARBAGE)
+    return far if band is None else far & ~(dev <= W4A4_CELL_Z * band)
+
+
+def _w4a4(report) -> bool:
+    return report.numerics == "w4a4" and getattr(report, "expert_band", None) is not None
+
+
+def pooled_deviation(report, skip: np.ndarray | None = None) -> np.ndarray:
+    """Per expert [E]: the pooled deviation from the nearest expected output (NaN: no cell counted).
+
+    ``sqrt(sum ||O - X||^2 / sum max(||X||^2, floor^2))`` over the expert's cells (except those in the
+    bool [T, k] mask ``skip``), X the twin, or the unquantized-weight forward where that is nearer for
+    the expert as a whole.
+    """
+    from .metrics import expert_pool
+
+    c = report.cells
+    num_e = len(report.per_expert)
+    keep = np.ones(c.ids.shape, dtype=bool) if skip is None else ~skip
+    ids = np.where(keep, c.ids, num_e)  # skipped cells go to a spare bin, dropped below
+
+    def pool(num, den):
+        return expert_pool(np.where(keep, num, 0.0), np.where(keep, den, 0.0), ids, num_e + 1)[:num_e]
+
+    pooled = pool(c.dev_num, c.dev_den)
+    if c.alt_num is not None:
+        pooled = np.fmin(pooled, pool(c.alt_num, c.alt_den))
+    return pooled
+
+
+def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
+    """Experts whose deviation is systematic: consistent across their cells and beyond their rounding band.
+
+    16-bit-activation backends: pooled deviation > ``EXPERT_DEV`` and > ``EXPERT_RATIO`` x the median
+    pooled deviation of the other routed experts (at least ``ROUNDING_FLOOR``), with at least
+    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``. W4A4 backends: the pooled deviation in
+    units of the expert's own activation-rounding band (emulated-w4a4's pooled error) > ``W4A4_EXPERT_Z``
+    and > 2 x the other experts' median, with the same consistency beyond half that band.
+
+    Cells in ``hot`` (already out of envelope) are left out: the question is whether the rest of
+    the expert is off too.
+
+    Returns (experts, pooled deviation per expert [E]).
+    """
+    pooled = pooled_deviation(report, hot)
+    ids = report.cells.ids
+    cold = np.ones(ids.shape, dtype=bool) if hot is None else ~hot
+    w4a4 = _w4a4(report)
+    band = np.maximum(report.expert_band, 1e-12) if w4a4 else None
+    score = pooled / band if w4a4 else pooled
+    routed = np.flatnonzero(np.isfinite(score))
+    out = []
+    for e in routed:
+        others = score[np.setdiff1d(routed, [e])]
+        others = others[np.isfinite(others)]
+        if w4a4:
+            base = max(1.0, float(np.median(others))) if others.size else 1.0
+            beyond = score[e] > W4A4_EXPERT_Z and score[e] > 2.0 * base
+            cell_limit = 0.5 * W4A4_EXPERT_Z * band[e]
+        else:
+            base = max(ROUNDING_FLOOR, float(np.median(others))) if others.size else ROUNDING_FLOOR
+            beyond = score[e] > EXPERT_DEV and score[e] > EXPERT_RATIO * base
+            cell_limit = EXPERT_DEV / 2
+        mine = (ids == e) & cold
+        if beyond and mine.any() and np.mean(~(near[mine] <= cell_limit)) >= EXPERT_CONSISTENT:
+            out.append(int(e))
+    return out, pooled
+
+
+def _cell_judgement(report, reasons: list[str]):
+    """Out-of-envelope cells, systematic experts, shared deviation. Returns a dict of findings."""
+    cells = report.cells
+    w4a4 = _w4a4(report)
+    dev, dev_alt = cells.dev, cells.dev_alt
+    near = dev if dev_alt is None else np.minimum(dev, dev_alt)
+    broken = cells.bad | cells.zero | ~np.isfinite(dev)
+    if w4a4:
+        band = np.maximum(report.cell_band, report.expert_band[cells.ids])
+        far = _beyond_band(dev, band) & ~broken
+    else:
+        far = _beyond(dev, dev_alt) & ~broken
+    hot = broken | far
+    out = {"garbage": False, "tokens": set(), "experts": set(), "max_dev": float(np.max(dev)) if dev.size else 0.0,
+           "near": near, "hot": hot, "shared": False}
+    if broken.any():
+        out["garbage"] = True
+        reasons.append(f"{int(broken.sum())} (token, expert) cell(s) NaN/untouched/zero in the per-slot probes")
+    if far.any():
+        out["garbage"] = True
+        worst = float(np.max(np.where(far, dev, 0.0)))
+        limit = f"{DEV_GARBAGE} and {W4A4_CELL_Z:g}x its activation-rounding band" if w4a4 else str(DEV_GARBAGE)
+        reasons.append(f"{int(far.sum())} (token, expert) cell(s) deviate > {limit} from the expected "
+                       f"numerics{'' if dev_alt is None else ' and from the unquantized weights'} (worst {_fmt(worst)})")
+    systematic, _ = systematic_experts(report, near, hot)
+    pooled = pooled_deviation(report)
+    routed = np.flatnonzero(~np.isnan(pooled))
+    out["experts"] = {int(e) for e in cells.ids[hot]} | set(systematic)
+    if systematic:
+        out["garbage"] = True
+        unit = "x its activation-rounding band" if w4a4 else ""
+        score = pooled / np.maximum(report.expert_band, 1e-12) if w4a4 else pooled
+        reasons.append(f"{len(systematic)} expert(s) deviate systematically (every cell alike, beyond the rounding "
+                       "band of the other experts): " + ", ".join(f"{e} ({_fmt(score[e])}{unit})" for e in systematic[:8]))
+    shared_limit = DEV_CORRECT if w4a4 else EXPERT_DEV
+    beyond_all = routed.size >= SHARED_MIN_EXPERTS and bool(np.all(~(pooled[routed] <= shared_limit)))
+    out["shared"] = beyond_all and len(systematic) < routed.size // 2 + 1
+    out["routed"] = [int(e) for e in routed]
+    out["pooled"] = pooled
+    t_idx, _ = np.nonzero(hot)
+    out["tokens"] |= {int(t) for t in t_idx}
+    if systematic:  # an expert broken as a whole names every token it served
+        out["tokens"] |= {int(t) for t in np.nonzero(np.isin(cells.ids, systematic))[0]}
+    if out["experts"] and not w4a4:  # within a broken expert, every cell off by more than rounding names its token
+        off = np.isin(cells.ids, sorted(out["experts"])) & ~(near <= DEV_CORRECT)
+        out["tokens"] |= {int(t) for t in np.nonzero(off)[0]}
+    if dev_alt is not None and dev_alt.size and out["max_dev"] > DEV_CORRECT and not hot.any() and not systematic:
+        out["max_alt"] = float(np.max(dev_alt))
+    return out
+
+
 def judge(report, env) -> Judgement:
     """Verdict, reasons, flagged experts and tokens of one ``BackendReport`` under ``env``."""
     d = report.diff
@@ -108,68 +255,77 @@ def judge(report, env) -> Judgement:
     rel_near = min([d.rel_fro] + [x.rel_fro for x in others])
     cos_near = max([d.cosine] + [x.cosine for x in others])
     nearest = "" if not others else " (and vs every expected output)"
-    if np.isfinite(rel_near) and rel_near > env.garbage_rel:
+    w4a4 = _w4a4(report) and getattr(env, "garbage_rel_w4a4", None) is not None
+    g_rel = env.garbage_rel_w4a4 if w4a4 else env.garbage_rel
+    g_cos = env.garbage_cosine_w4a4 if w4a4 else env.garbage_cosine
+    if np.isfinite(rel_near) and rel_near > g_rel:
         garbage = True
-        reasons.append(f"rel err {_fmt(d.rel_fro)} > garbage limit {_fmt(env.garbage_rel)}{nearest}")
-    if cos_near < env.garbage_cosine:
+        reasons.append(f"rel err {_fmt(d.rel_fro)} > garbage limit {_fmt(g_rel)}{nearest}")
+    if cos_near < g_cos:
         garbage = True
-        reasons.append(f"cosine {d.cosine:.3f} < {env.garbage_cosine:.3f}{nearest}")
+        reasons.append(f"cosine {d.cosine:.3f} < {g_cos:.3f}{nearest}")
 
     tokens: set[int] = set()
     experts: set[int] = set()
-    max_dev = max_alt = 0.0
-    format_mismatch = False
-    cells = report.cells
-    if cells is not None:
-        dev, dev_alt = cells.dev, cells.dev_alt
-        max_dev = float(np.max(dev)) if dev.size else 0.0
-        broken = cells.bad | cells.zero | ~np.isfinite(dev)
-        far = _beyond(dev, dev_alt) & ~broken
-        hot = broken | far
-        if broken.any():
-            garbage = True
-            reasons.append(f"{int(broken.sum())} (token, expert) cell(s) NaN/untouched/zero in the per-slot probes")
-        if far.any():
-            garbage = True
-            worst = float(np.max(np.where(far, dev, 0.0)))
-            reasons.append(f"{int(far.sum())} (token, expert) cell(s) deviate > {DEV_GARBAGE} from the expected "
-                           f"numerics{'' if dev_alt is None else ' and from the unquantized weights'} (worst {_fmt(worst)})")
-        t_idx, _ = np.nonzero(hot)
-        tokens |= {int(t) for t in t_idx}
-        experts = {int(e) for e in cells.ids[hot]}
-        if experts:  # within a broken expert, every cell off by more than rounding names its token
-            near = dev if dev_alt is None else np.minimum(dev, dev_alt)
-            off = np.isin(cells.ids, sorted(experts)) & ~(near <= DEV_CORRECT)
-            tokens |= {int(t) for t in np.nonzero(off)[0]}
-        if dev_alt is not None and dev_alt.size and max_dev > DEV_CORRECT and not hot.any():
-            max_alt = float(np.max(dev_alt))
-            format_mismatch = max_alt <= FORMAT_CLOSER * max_dev
-        if experts:
-            per = report.per_expert
-            reasons.append("worst experts (rel err vs reference): "
-                           + ", ".join(f"{e} ({_fmt(per[e])})" for e in _worst(sorted(experts), per)))
+    max_dev = 0.0
+    max_alt = None
+    shared = False
+    routed: list[int] = []
+    found = None
+    if report.cells is not None:
+        found = _cell_judgement(report, reasons)
+        garbage |= found["garbage"]
+        tokens |= found["tokens"]
+        experts |= found["experts"]
+        max_dev, max_alt, shared, routed = found["max_dev"], found.get("max_alt"), found["shared"], found["routed"]
     tok = report.token_dev
     if tok is not None:
-        far_t = _beyond(tok.dev, tok.dev_alt) | tok.bad | tok.zero
+        tband = getattr(report, "token_band", None) if _w4a4(report) else None
+        far_main = _beyond_band(tok.dev, tband) if _w4a4(report) else _beyond(tok.dev, tok.dev_alt)
+        far_t = far_main | tok.bad | tok.zero
         if far_t.any():
             garbage = True
             tokens |= {int(t) for t in np.nonzero(far_t)[0]}
-            if cells is not None:
-                near = dev if dev_alt is None else np.minimum(dev, dev_alt)
-                off = far_t[:, None] & ~(near <= DEV_CORRECT)
-                experts |= {int(e) for e in cells.ids[off]}
+            if found is not None:
+                off = far_t[:, None] & ~(found["near"] <= DEV_CORRECT)
+                if not _w4a4(report):
+                    experts |= {int(e) for e in report.cells.ids[off]}
             reasons.append(f"{int(far_t.sum())} main-run token row(s) out of envelope (NaN/untouched/zero or deviating "
                            f"> {DEV_GARBAGE} from the expected numerics)")
+    mix = getattr(report, "mixing", None)
+    if mix is not None:
+        mixed = (mix > MIX_LIMIT) & np.isfinite(mix)  # NaN/untouched rows are reported above
+        if mixed.any():
+            garbage = True
+            tokens |= {int(t) for t in np.nonzero(mixed)[0]}
+            worst = _worst(list(np.nonzero(mixed)[0]), mix)
+            reasons.append(f"{int(mixed.sum())} token(s) whose main-run output is not the routing-weighted sum of its "
+                           f"experts' own outputs (> {MIX_LIMIT} off; routing weights wrong), worst: "
+                           + ", ".join(f"{t} ({_fmt(mix[t])})" for t in worst))
+    format_mismatch = max_alt is not None and max_alt <= FORMAT_CLOSER * max_dev and not garbage
     flagged_tokens = sorted(tokens)
     if flagged_tokens:
         pt = d.per_token
         reasons.append(f"{len(flagged_tokens)} token(s) flagged, worst (rel err vs reference): "
                        + ", ".join(f"{t} ({_fmt(pt[t])})" for t in _worst(flagged_tokens, pt)))
+    correct = (not garbage and d.rel_fro <= env.correct_rel
+               and (max_dev <= DEV_CORRECT or (_w4a4(report) and not experts and not tokens)))
+    shared = shared and not correct and not format_mismatch
+    if shared:
+        experts |= set(routed)
+        pooled = found["pooled"][routed]
+        reasons.append(f"shared by all {len(routed)} routed experts: each deviates from the expected numerics "
+                       f"(pooled {_fmt(float(np.min(pooled)))}-{_fmt(float(np.max(pooled)))}); a bug common to every "
+                       "expert (e.g. the activation quantizer or the weight layout), not in one of them")
     flagged_experts = sorted(experts)
+    if experts and not shared and report.per_expert is not None:
+        per = report.per_expert
+        reasons.append("worst experts (rel err vs reference): "
+                       + ", ".join(f"{e} ({_fmt(per[e])})" for e in _worst(flagged_experts, per)))
 
     if garbage:
-        return Judgement(Verdict.GARBAGE, reasons, flagged_experts, flagged_tokens)
-    if d.rel_fro <= env.correct_rel and max_dev <= DEV_CORRECT:
+        return Judgement(Verdict.GARBAGE, reasons, flagged_experts, flagged_tokens, shared=shared)
+    if correct:
         return Judgement(Verdict.CORRECT, reasons or [f"rel err {_fmt(d.rel_fro)} within band {_fmt(env.correct_rel)}"],
                          flagged_experts, flagged_tokens)
     if format_mismatch:
@@ -179,4 +335,4 @@ def judge(report, env) -> Judgement:
     else:
         reasons.insert(0, f"rel err {_fmt(d.rel_fro)} (band {_fmt(env.correct_rel)}) / worst cell deviation "
                           f"{_fmt(max_dev)} (correct <= {DEV_CORRECT}): outside the band but below garbage")
-    return Judgement(Verdict.DEGRADED, reasons, flagged_experts, flagged_tokens, format_mismatch)
+    return Judgement(Verdict.DEGRADED, reasons, flagged_experts, flagged_tokens, format_mismatch, shared)
