@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 
 from .pyeval import Module
@@ -55,3 +58,13 @@ def base_fields(wheel: WheelSource, dist: str, version: str, command: str, metho
         "wheel": WheelInfo(filename=wheel.filename, sha256=wheel.sha256, url=wheel.url),
         "requires_python": meta.requires_python, "requires_dist": meta.requires_dist, "extras": meta.extras,
     }
+
+
+def run_isolated(driver: str, request: dict, what: str) -> list[dict]:
+    """Run ``driver`` (Python source reading one JSON request on stdin, printing a JSON list) in a fresh
+    interpreter with a bare environment; RuntimeError naming ``what`` with the driver's last error line."""
+    proc = subprocess.run([sys.executable, "-c", driver], input=json.dumps(request), capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(proc.stdout)

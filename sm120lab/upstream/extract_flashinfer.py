@@ -18,11 +18,8 @@
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 
-from .common import FactSpec, anchor_at, base_fields, find_facts, find_text
+from .common import FactSpec, anchor_at, base_fields, find_facts, find_text, run_isolated
 from .pyeval import Modules, find_class, find_function, method
 from .record import Anchor, ArchListResult, FlashInferRecord, JitLoadOrder
 from .wheelsrc import WheelSource
@@ -120,13 +117,9 @@ print(json.dumps(out))
 
 def run_arch_list(source: str, path: str, cases=ARCH_CASES) -> list[ArchListResult]:
     """Execute ``source`` (a ``compilation_context.py``) for every case in a separate interpreter."""
-    req = json.dumps({"source": source, "path": path, "cases": [list(c) for c in cases]})
-    proc = subprocess.run([sys.executable, "-c", _DRIVER], input=req, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"})
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"arch-list execution failed: {last}")
-    return [ArchListResult.model_validate(r) for r in json.loads(proc.stdout)]
+    out = run_isolated(_DRIVER, {"source": source, "path": path, "cases": [list(c) for c in cases]},
+                       "arch-list execution")
+    return [ArchListResult.model_validate(r) for r in out]
 
 
 def _env_name(node: ast.AST) -> str | None:

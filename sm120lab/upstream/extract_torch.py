@@ -11,11 +11,8 @@ variable is set). The result per value is the ``-gencode`` flags it returns, or 
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 
-from .common import anchor_at, base_fields
+from .common import anchor_at, base_fields, run_isolated
 from .pyeval import Modules, find_function
 from .record import ArchFlagResult, TorchRecord
 from .wheelsrc import WheelSource
@@ -45,12 +42,10 @@ print(json.dumps(out))
 
 
 def run_arch_flags(function_source: str, path: str, values=ARCH_VALUES) -> list[ArchFlagResult]:
-    req = json.dumps({"source": function_source, "path": path, "values": list(values)})
-    proc = subprocess.run([sys.executable, "-c", _DRIVER], input=req, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"arch-flag execution failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return [ArchFlagResult.model_validate(r) for r in json.loads(proc.stdout)]
+    """Execute ``_get_cuda_arch_flags`` (its source alone) once per ``TORCH_CUDA_ARCH_LIST`` value."""
+    out = run_isolated(_DRIVER, {"source": function_source, "path": path, "values": list(values)},
+                       "arch-flag execution")
+    return [ArchFlagResult.model_validate(r) for r in out]
 
 
 def extract(wheel: WheelSource, version: str, command: str) -> TorchRecord:
