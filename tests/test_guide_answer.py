@@ -205,3 +205,12 @@ def test_the_blocks_own_commands_parse_with_sm120labs_cli(answers):
             args = parser.parse_args(tokens[1:])
             for b in getattr(args, "backend", None) or []:
                 assert b in backend_names(), b
+
+
+def test_every_adapter_the_guide_names_is_registered():
+    from sm120lab.moe.backends import backend_names
+    from sm120lab.recommend.dothis import CHECK_ADAPTERS
+
+    names = set(backend_names())
+    for backend, adapters in CHECK_ADAPTERS.items():
+        assert set(adapters) <= names, (backend, adapters)

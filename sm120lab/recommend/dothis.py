@@ -38,9 +38,9 @@ CHECK_ADAPTERS: dict[str, tuple[str, ...]] = {
     "marlin": ("vllm-marlin",),
     "cutlass": ("vllm-cutlass-fp4",),
     "flashinfer_cutlass": ("flashinfer-cutlass",),
-    "flashinfer_b12x": ("flashinfer-b12x", "flashinfer-sm12x-w4a4"),
+    "flashinfer_b12x": ("flashinfer-b12x-w4a4", "flashinfer-b12x-w4a16"),
     "b12x": (),
-    "flashinfer_cutedsl": ("flashinfer-sm12x-w4a4",),
+    "flashinfer_cutedsl": (),  # the SM100 CuTe-DSL MoE; FlashInfer 0.7's SM12x runners have their own adapters
     "flashinfer_trtllm": (),
     "triton": ("triton-w4a16",),
 }
