@@ -5,12 +5,20 @@ recorded) go through :func:`sm120lab.moe.harness.check` with
 
 - the correct backends (``reference``, ``emulated-w4a4``, ``torch-bf16``) and the
   correct-but-different variants of :mod:`.variants` (bf16 accumulation, reversed expert order,
-  FP8-rowwise weights, bf16 weights): any ``garbage`` is a FALSE ALARM;
-- the planted faults of :mod:`.faults`: each required fault must be ``garbage``, flag exactly its
-  expected experts, and flag only expected tokens, at least ``TOKEN_RECALL`` of them (a broken
-  cell whose output is a few % of its expert's median norm can sit below the cell limit, which is
-  relative to ``max(norm, 0.1 x median)``; ``localized_exactly`` counts exact token sets too);
-  the subtle fault (gate/up swap) is counted, not required.
+  FP8-rowwise weights, bf16 weights, and the legitimate activation-quantizer variants: block
+  scales rounded up / down, percentile / per-expert / per-token global scales): any ``garbage`` is
+  a FALSE ALARM;
+- the planted faults of :mod:`.faults`, judged by :func:`sm120lab.moe.faults.judge_fault`: each
+  required fault (``FAULTS``) must be ``garbage`` and flag exactly its expected experts ("all
+  experts" faults: every routed expert and the shared flag) and only expected tokens, at least
+  ``TOKEN_RECALL`` of them (``localized_exactly`` counts exact token sets); a routing fault that
+  moves no token beyond the mixing resolution on a problem is counted ``not_applicable`` and must
+  flag nothing; the envelope-judged faults (``SUBTLE_FAULTS``: gate/up swap in every expert,
+  32-element activation blocks) must never be pinned on a subset of the experts.
+
+The record also holds the rule thresholds (``rules``) and, per backend, the extremes of the
+statistics they threshold (``statistics``: the largest value each correct backend reached, the
+smallest margin each caught fault had), which is what ``notes/correctness.md`` sets them from.
 
 Routing families are the routings of :data:`sm120lab.moe.ROUTINGS` at the preset's default T,
 plus ``mostly-empty``: sparse routing at T = 1..3, so nearly every expert is empty.
@@ -119,7 +127,8 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     order = correct + [f.name for f in faults]
     verdicts: dict[str, Counter] = {name: Counter() for name in order}
     fault_stats = {f.name: {"caught": 0, "localized": 0, "localized_exactly": 0, "not_applicable": 0, "of": 0,
-                            "envelope_judged": f.envelope_judged, "shared": f.shared} for f in faults}
+                            "required": f in required, "envelope_judged": f.envelope_judged, "shared": f.shared}
+                   for f in faults}
     failures, rows = [], []
     highs: dict[str, dict] = {}   # per backend: the largest value of each thresholded statistic
     lows: dict[str, dict] = {}    # per fault: the smallest detection margin
