@@ -1,9 +1,10 @@
 """FlashInfer 0.7 b12x MoE runners (CuTe DSL, SM120/SM121): ``flashinfer-b12x-w4a4`` and ``flashinfer-b12x-w4a16``.
 
 Unverified on SM120 hardware: real code behind the check (SM120/SM121, CUDA >= 13, FlashInfer >= 0.7.4
-with its CuTe DSL package ``cutlass``). These are the entries vLLM 0.34's ``--moe-backend flashinfer_b12x``
-reaches; every call below is bound against the signatures recorded from the real flashinfer-python 0.7.4
-wheel (``data/api/flashinfer-python-0.7.4.json``, ``tests/test_backend_api.py``). The layer call is the
+with its CuTe DSL package ``cutlass``). Both runners drive FlashInfer's ``B12xMoEWrapper``, the kernel wrapper
+vLLM 0.34's ``--moe-backend flashinfer_b12x`` calls directly (``FlashInferB12xExperts``, with the checkpoint's
+NVFP4 weights); here it is reached through FlashInfer's ``MoELayer`` API and its own weight preparation.
+Every call below is bound against the signatures recorded from the real flashinfer-python 0.7.4 wheel (``data/api/flashinfer-python-0.7.4.json``, ``tests/test_backend_api.py``). The layer call is the
 SM12x runners' one (:class:`~sm120lab.moe.backends.flashinfer_sm12x.FlashInferSM12x.launch`); only the
 weight preparation and the weight-pack key differ:
 
