@@ -43,6 +43,8 @@ def test_run_isolates_failures_and_writes_summary(books, tmp_path, capsys):
     assert summary["failed"] == ["02_fails"]
     assert "planted failure" in summary["notebooks"][1]["error"]
     assert (out / "01_ok.html").exists() and (out / "03_after.html").exists()
+    assert [p.name for p in out.glob("*.css")] == ["notebook.css"]  # one stylesheet for every page
+    assert 'href="notebook.css"' in (out / "01_ok.html").read_text() and "<style" not in (out / "01_ok.html").read_text()
     assert json.loads((out / "results" / "01_ok.json").read_text()) == {"schema_version": 2, "value": 42}
     env = json.loads((out / "environment.json").read_text())
     assert "packages" in env and "gpu" in env

@@ -26,28 +26,48 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import write_bytes_atomic, write_text_atomic
-from .files import MAX_JSON_BYTES, inside, read_bytes, regular_files
-from .pages import read_notebook
+from .files import MAX_FIGURE_BYTES, MAX_JSON_BYTES, inside, read_bytes, regular_files
+from .pages import STYLESHEET, read_notebook, write_stylesheet
 from .records import NOTEBOOK_NAME
-from .report import FIGURE_META, IMAGE_MAGIC, write_report
+from .report import FIGURE_META, IMAGE_MAGIC, figure_path, write_report
 from .results import SchemaError, load_json, validate_environment, validate_summary
 
 MAX_FIGURE_PX = 1600
 RASTER_MIME = {"image/png": "png", "image/jpeg": "jpg"}
 
 
-def _downscaled_png(raw: bytes, max_px: int) -> bytes:
-    """``raw`` (PNG or JPEG bytes) as PNG, at most ``max_px`` wide (aspect ratio kept)."""
+def compact_png(raw: bytes, max_px: int) -> bytes:
+    """``raw`` (PNG or JPEG bytes) as a small PNG at most ``max_px`` wide (aspect ratio kept).
+
+    Transparent pixels are flattened onto white; an image of at most 256 colours becomes a palette
+    PNG with exactly its colours (lossless), a richer one a 256-colour median-cut palette (plots
+    stay sharp; the numbers live in ``results/``). The smaller of that and a plain optimised PNG is
+    kept.
+    """
+    import numpy as np
     from PIL import Image
 
     with Image.open(io.BytesIO(raw)) as im:
-        if im.width <= max_px and im.format == "PNG":
-            return raw
+        im.load()
         if im.width > max_px:
             im = im.resize((max_px, max(1, round(im.height * max_px / im.width))), Image.LANCZOS)
+        rgba = im.convert("RGBA")
+    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    rgb = Image.alpha_composite(white, rgba).convert("RGB")
+    arr = np.asarray(rgb, dtype=np.uint32)
+    codes = (arr[..., 0] << 16) | (arr[..., 1] << 8) | arr[..., 2]
+    colours, index = np.unique(codes, return_inverse=True)
+    if len(colours) <= 256:
+        pal = Image.fromarray(index.reshape(codes.shape).astype(np.uint8), mode="P")
+        pal.putpalette([int(c >> s) & 0xFF for c in colours for s in (16, 8, 0)])
+    else:
+        pal = rgb.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    best = None
+    for candidate in (pal, rgb):
         buf = io.BytesIO()
-        im.save(buf, format="PNG", optimize=True)
-        return buf.getvalue()
+        candidate.save(buf, format="PNG", optimize=True)
+        best = buf.getvalue() if best is None or len(buf.getvalue()) < len(best) else best
+    return best
 
 
 def _figure_bytes(payload: Any, mime: str, where: str) -> bytes:
@@ -64,12 +84,24 @@ def _figure_bytes(payload: Any, mime: str, where: str) -> bytes:
     return raw
 
 
+def _carry_figure(run_dir: Path, rel: Any, figures_dir: Path, where: str) -> Path:
+    """Copy a figure an archived notebook already points at (``figures/<name>`` inside ``run_dir``)."""
+    path = figure_path(run_dir, rel)
+    if path is None:
+        raise SchemaError(f"{where}: figure {str(rel)[:80]!r} is not a file in the run's figures/")
+    raw = read_bytes(path, MAX_FIGURE_BYTES, root=run_dir / "figures")
+    if not raw.startswith(IMAGE_MAGIC["image/png"]):
+        raise SchemaError(f"{path}: not a PNG file")
+    return write_bytes_atomic(figures_dir / path.name, compact_png(raw, MAX_FIGURE_PX))
+
+
 def extract_figures(nb: dict[str, Any], stem: str, figures_dir: Path, max_px: int = MAX_FIGURE_PX,
-                    source: str | Path | None = None) -> list[Path]:
+                    source: str | Path | None = None, run_dir: Path | None = None) -> list[Path]:
     """Move every raster figure of ``nb`` into ``figures_dir`` as PNG, in place; return the files written.
 
     Each figure output keeps its place in the notebook: its image data is replaced by a markdown link
     and a text line naming the file, and ``metadata["sm120lab_figure"]`` holds the relative path.
+    A figure that already is such a link (an archived run archived again) is copied from ``run_dir``.
 
     Raises:
         SchemaError: a figure is not valid base64 or not the image it claims (names ``source``, the
@@ -82,12 +114,16 @@ def extract_figures(nb: dict[str, Any], stem: str, figures_dir: Path, max_px: in
         for k, out in enumerate(cell.get("outputs") or []):
             data = out.get("data") or {}
             mime = next((m for m in RASTER_MIME if m in data), None)
+            meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
+            if mime is None and FIGURE_META in meta and run_dir is not None:  # an archived run archived again
+                written.append(_carry_figure(run_dir, meta[FIGURE_META], figures_dir, f"{source or stem}: cell {ci}"))
+                continue
             if mime is None:
                 continue
             where = f"{source or stem}: cell {ci} output {k}"
             raw = _figure_bytes(data[mime], mime, where)
             try:
-                png = _downscaled_png(raw, max_px)
+                png = compact_png(raw, max_px)
             except (UnidentifiedImageError, OSError, ValueError) as exc:
                 raise SchemaError(f"{where}: {mime} data cannot be decoded ({exc})") from None
             rel = f"figures/{stem}-c{ci:03d}-{k}.png"
@@ -96,7 +132,6 @@ def extract_figures(nb: dict[str, Any], stem: str, figures_dir: Path, max_px: in
                 data.pop(m, None)
             data["text/markdown"] = f"![{stem} figure]({rel})"
             data["text/plain"] = f"[figure: {rel}]"
-            meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
             out["metadata"] = {**{m: v for m, v in meta.items() if m not in RASTER_MIME}, FIGURE_META: rel}
     return written
 
@@ -164,7 +199,8 @@ def archive_run(run_dir: str | Path, dest_root: str | Path, *, overwrite: bool =
             for f in regular_files(run_dir / "results"):
                 _copy(f, tmp / "results" / f.name, run_dir)
         _write_notebooks(parsed, run_dir, tmp, max_px)
-        write_report(tmp, name=dest.name)
+        write_stylesheet(tmp)
+        write_report(tmp, name=dest.name, bodies=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -188,7 +224,7 @@ def _write_notebooks(parsed: dict[str, Any], run_dir: Path, tmp: Path, max_px: i
 
     for stem, node in parsed.items():
         nb = json.loads(nbformat.writes(node))
-        extract_figures(nb, stem, tmp / "figures", max_px, source=run_dir / f"{stem}.ipynb")
+        extract_figures(nb, stem, tmp / "figures", max_px, source=run_dir / f"{stem}.ipynb", run_dir=run_dir)
         write_text_atomic(tmp / f"{stem}.ipynb", json.dumps(nb, indent=1) + "\n")
-        page = render_page(nbformat.reads(json.dumps(nb), as_version=4), title=stem)
+        page = render_page(nbformat.reads(json.dumps(nb), as_version=4), stylesheet=STYLESHEET, title=stem)
         write_text_atomic(tmp / f"{stem}.html", page)

@@ -5,7 +5,8 @@ Layout of a run folder ``runs/<UTC timestamp>-<host>-<gpu tag>/``::
     environment.json          envinfo.collect() at the start of the run
     summary.json              schema version, command line, per notebook: status (ok | failed |
                               not run), wall time, error line
-    NN_name.ipynb / .html     each executed notebook and its HTML render
+    NN_name.ipynb / .html     each executed notebook and its HTML page (no scripts; links notebook.css)
+    notebook.css              the pages' one stylesheet
     results/NN_name.json      machine-readable results the notebook recorded (sm120lab.runs.results)
     report.html               one self-contained page: summary, environment, every verdict box,
                               every notebook with its figures inline (sm120lab.runs.report)
@@ -36,6 +37,7 @@ from typing import Any
 from ..atomic_io import write_json_atomic, write_text_atomic
 from ..envinfo import collect
 from ..paths import notebooks_dir
+from .pages import STYLESHEET, write_stylesheet
 from .records import RunSummaryRecord
 from .results import (
     RESULTS_ENV,
@@ -51,7 +53,7 @@ from .results import (
 #: executed notebooks are ``NN_name.ipynb``: two digits, an underscore, a name
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 #: what a run writes into its folder; ``--overwrite`` removes only these
-RUN_FILES = ("summary.json", "environment.json", "report.html")
+RUN_FILES = ("summary.json", "environment.json", "report.html", "notebook.css")
 RUN_DIRS = ("results", "figures")
 RUN_GLOBS = ("[0-9][0-9]_*.ipynb", "[0-9][0-9]_*.html")
 
@@ -320,6 +322,7 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
     params = params or {}
     check_parameters(notebooks, params)
     env, earlier = prepare_run_dir(run_dir, mode, env or collect())
+    write_stylesheet(run_dir)  # the one stylesheet every notebook page links
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     if earlier is None:
         write_json_atomic(run_dir / "environment.json", env)
@@ -375,7 +378,7 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
             if out.exists():
                 res.output = out.name
                 try:
-                    res.html = render_html(out).name
+                    res.html = render_html(out, stylesheet=STYLESHEET).name
                 except Exception as exc:  # rendering must not turn a good run into a failure
                     res.error = (res.error or "") + f" [html render failed: {_first_error_line(exc)}]"
             write_json_atomic(run_dir / "summary.json", summary.to_json())

@@ -61,7 +61,16 @@ def stylesheet() -> str:
     import nbformat
 
     page = render_page(nbformat.v4.new_notebook(), stylesheet=None)
-    return "\n".join(block.strip() for block in STYLE_BLOCK.findall(page)) + "\n"
+    css = "\n".join(block.strip() for block in STYLE_BLOCK.findall(page))
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL)  # comments
+    return re.sub(r"\n\s*", "\n", css).strip() + "\n"  # indentation and blank lines (no string spans a line)
+
+
+def write_stylesheet(folder: Path) -> Path:
+    """Write :data:`STYLESHEET` into ``folder`` (atomically) and return its path."""
+    from ..atomic_io import write_text_atomic
+
+    return write_text_atomic(folder / STYLESHEET, stylesheet())
 
 
 def read_notebook(path: Path, root: Path | None = None):

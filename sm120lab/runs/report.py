@@ -205,7 +205,7 @@ def headline(answer: list[dict[str, Any]] | None) -> tuple[str, str] | None:
     return str(worst.get("status")), f"{worst.get('claim')}: {worst.get('value', '')}{more}"
 
 
-def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool) -> dict[str, Any]:
+def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool, body: bool = True) -> dict[str, Any]:
     name, status = nb["name"], str(nb["status"])
     path = run_dir / "results" / f"{name}.json"
     answer, problem = None, ""
@@ -223,14 +223,17 @@ def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool) -> dict[str, Any]
     top = headline(answer)
     row_status = status if status != NotebookStatus.OK or top is None else top[0]
     ipynb = run_dir / (nb.get("output") or f"{name}.ipynb")
-    if ipynb.exists() or ipynb.is_symlink():
+    if not body:
+        blocks = []
+    elif ipynb.exists() or ipynb.is_symlink():
         try:
             blocks = notebook_blocks(read_json(ipynb, MAX_NOTEBOOK_BYTES, run_dir), run_dir, inline)
         except SchemaError as exc:
             blocks = [{"kind": "note", "text": f"notebook unreadable: {exc}"}]
     else:
         blocks = [{"kind": "note", "text": "no executed notebook in this run folder"}]
-    page = nb.get("html") if isinstance(nb.get("html"), str) and (run_dir / nb["html"]).is_file() else None
+    html = nb.get("html") or f"{name}.html"
+    page = html if isinstance(html, str) and (run_dir / html).is_file() else None
     return {"name": name, "status": row_status, "status_class": _slug(row_status), "wall_s": nb.get("wall_s"),
             "error": nb.get("error"), "headline": top[1] if top else no_answer,
             "answer": [{"claim": a.get("claim"), "value": a.get("value", ""), "why": a.get("why", ""),
@@ -239,7 +242,7 @@ def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool) -> dict[str, Any]
 
 
 def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures: bool = True,
-                 do_this: str | None = None) -> str:
+                 bodies: bool = True, do_this: str | None = None) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module docstring).
 
     Args:
@@ -248,6 +251,9 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
             temporary folder passes its final name).
         inline_figures: figures of an archived run inline as ``data:`` URIs (True) or as links to
             ``figures/*.png`` beside the page (False).
+        bodies: every notebook's cells and outputs in the page (True: one self-contained page), or
+            only a link to its own page beside the report (False: an archived run, whose pages
+            exist).
         do_this: the decision guide's do-this block, already safe HTML; omitted when None.
 
     Raises:
@@ -263,7 +269,7 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
     summary = validate_summary(load_json(summary_path, run_dir), summary_path)
     environment = _environment(run_dir)
     gpu = environment["env"].get("gpu") or {}
-    books = [_notebook(nb, run_dir, inline_figures) for nb in summary["notebooks"]]
+    books = [_notebook(nb, run_dir, inline_figures, bodies) for nb in summary["notebooks"]]
     run = {"name": name or run_dir.resolve().name, "ok": sum(nb["status"] == NotebookStatus.OK for nb in summary["notebooks"]),
            "total": len(books), "machine": gpu.get("name") if gpu.get("available") else "CPU only",
            "started": summary.get("started_utc") or "not recorded", "resumed": summary.get("resumed_utc") or [],
@@ -272,7 +278,7 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
            "provenance": provenance_text(environment["env"]) if environment["env"] else "not recorded"}
     css = Markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))
     page = _jinja().get_template("report.html.j2").render(
-        run=run, notebooks=books, environment=environment, css=css,
+        run=run, notebooks=books, environment=environment, css=css, bodies=bodies,
         do_this=Markup(do_this) if do_this else None)
     found = active_content(page)
     if found:  # the sanitizer or the template let something through: never write it
@@ -281,8 +287,8 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None, name: str | None = None,
-                 inline_figures: bool = True) -> Path:
+                 inline_figures: bool = True, bodies: bool = True) -> Path:
     """Write :func:`build_report` to ``out`` (default ``run_dir/report.html``) atomically; return the path."""
     run_dir = Path(run_dir)
-    page = build_report(run_dir, name, inline_figures=inline_figures)
+    page = build_report(run_dir, name, inline_figures=inline_figures, bodies=bodies)
     return write_text_atomic(Path(out) if out else run_dir / "report.html", page)
