@@ -185,14 +185,18 @@ def test_ceiling_value_follows_the_setup():
         assert recommend.fit(gpu, recommend.resolve_setup(gpu)).fits
 
 
-def test_kernel_time_item_quotes_the_bench_file():
-    rule = next(r for r in _rules()["items"] if r["id"] == "kernel-time")
-    s = kernel_summary(repo_root() / rule["source"])
-    raw = json.loads((repo_root() / rule["source"]).read_text())
+@pytest.mark.parametrize("gpu", GPUS)
+def test_kernel_time_item_quotes_the_bench_file_of_the_setups_model(gpu):
+    from sm120lab.recommend.facts import kernel_bench_for
+
+    item = next(it for it in recommend.guide(gpu) if it.id == "kernel-time")
+    model = recommend.resolve_setup(gpu).model
+    assert item.source == kernel_bench_for(model) and model in item.setting
+    raw = json.loads((repo_root() / item.source).read_text())
+    assert raw["model"] == model
     t1 = [r["us_median"] for r in raw["rows"] if r["contender"] == "triton-w4a16" and r["T"] == 1
-          and r["timing"] == "cuda_graph"]
-    assert s["us_T1"] == t1[0]
-    item = next(it for it in recommend.guide("rtx-pro-6000") if it.id == "kernel-time")
+          and r["timing"] == "cuda_graph" and r.get("op", "moe") == "moe"]
+    assert kernel_summary(repo_root() / item.source)["us_T1"] == t1[0]
     assert item.value.startswith(f"{t1[0]:.0f} us per MoE layer at T=1")
 
 

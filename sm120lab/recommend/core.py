@@ -326,7 +326,7 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
            tp: int | None = None, pp: int | None = None, users: int | None = None, vllm: str | None = None,
            rules_path: str | Path | None = None, machine: dict | None = None) -> Answer:
     """:func:`guide` with the do-this block and the backend rows (one object every page reads)."""
-    from .facts import compute_value, facts, here_notes
+    from .facts import compute_value, facts, here_notes, kernel_bench_for
     from .versioned import backend_rows, compute, context, has, version_facts
 
     g = parse_gpu(gpu)
@@ -337,7 +337,12 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
     runs = sm120_runs(runs_root)
     known = facts()
     known.update(version_facts(ctx))
-    known.update({"tp": str(setup.tp), "pp": str(setup.pp), "users": str(setup.users), "verify": ctx.block.verify})
+    known.update({"tp": str(setup.tp), "pp": str(setup.pp), "users": str(setup.users), "verify": ctx.block.verify,
+                  "model": setup.model})
+    try:
+        known["kernel_bench"] = kernel_bench_for(setup.model)
+    except ValueError:
+        known["kernel_bench"] = kernel_bench_for("qwen3.5-397b-a17b")
     notes = here_notes(machine, g) if machine else {}
     items = []
     for r in rules["items"]:

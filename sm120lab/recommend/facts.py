@@ -367,6 +367,24 @@ def _published_ratio(gpu: str, setup, ceiling_tok_s: float) -> str:
     return ("Published for this setup (data/published/tok_s.csv): " + ", ".join(parts) + ".") if parts else ""
 
 
+def kernel_bench_for(model: str) -> str:
+    """The newest recorded H200 MoE bench file of ``model`` (``data/bench/moe_h200_<date>_<model>.json``,
+    else a ``moe_h200_<date>.json`` whose ``model`` is it), as a repo-relative path.
+
+    Raises:
+        ValueError: none recorded for that model (``model: ...``).
+    """
+    hits = []
+    for p in sorted((data_dir() / "bench").glob("moe_h200_*.json")):
+        parts = p.stem.split("_", 3)
+        date, tag = parts[2], (parts[3] if len(parts) > 3 else None)
+        if tag == model or (tag is None and _load(p).get("model") == model):
+            hits.append((date, tag is not None, p))
+    if not hits:
+        raise ValueError(f"model: no H200 MoE bench recorded for {model!r} in data/bench")
+    return max(hits)[2].relative_to(repo_root()).as_posix()
+
+
 def kernel_time_value(source: str) -> tuple[str, str]:
     """Triton W4A16 MoE layer time at T=1 (CUDA graph) and its ratio to bf16 grouped GEMM."""
     s = kernel_summary(repo_root() / source)
