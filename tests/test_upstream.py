@@ -47,6 +47,7 @@ def test_versions_ascending_and_load_errors():
     assert upstream.newest("vllm") == vs[-1]
     assert isinstance(upstream.load("vllm", "0.34.0"), VllmRecord)
     assert isinstance(upstream.load("flashinfer-python", "0.7.4"), FlashInferRecord)
+    assert upstream.load("vllm", "0.34").version == "0.34.0" and upstream.load("vllm", "0.34.0").sha256
     with pytest.raises(ValueError, match=r"vllm: no recorded facts for 0\.99 \(recorded: 0\.17\.0, .*0\.34\.0\); "
                                          r"record them with `sm120lab upstream record vllm 0\.99`"):
         upstream.load("vllm", "0.99")

@@ -121,6 +121,15 @@ class BaseRecord(_Model):
     requires_dist: list[str] = Field(default_factory=list)
     extras: dict[str, list[str]] = Field(default_factory=dict)
 
+    @property
+    def sha256(self) -> str:
+        """The wheel's sha256 (``wheel.sha256``)."""
+        return self.wheel.sha256
+
+    @property
+    def wheel_filename(self) -> str:
+        return self.wheel.filename
+
     def source_url(self, anchor: Anchor) -> str:
         """``https://github.com/<repo>/blob/<tag>/<anchor.file>#L<anchor.line>`` (ValueError for a dist
         without a known repository)."""

@@ -79,10 +79,11 @@ def load(dist: str, version: str) -> BaseRecord:
     """The record of ``dist==version``; ValueError naming the recorded versions when there is none."""
     have = versions(dist)
     try:
-        key = str(Version(version))
+        want = Version(version)
     except (InvalidVersion, TypeError):
-        key = None
-    entry = index().dists.get(canonicalize_name(dist), {}).get(key) if key else None
+        want = None
+    entries = index().dists.get(canonicalize_name(dist), {})
+    entry = next((e for v, e in entries.items() if want is not None and Version(v) == want), None)
     if entry is None:
         shown = ", ".join(have) if have else "none"
         raise ValueError(f"{dist}: no recorded facts for {version} (recorded: {shown}); "
