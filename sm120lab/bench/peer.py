@@ -3,10 +3,9 @@ Hopper value and scale layouts), the kernels vLLM runs for gpt-oss on H100/H200.
 
 Composed as vLLM's modular OAI Triton experts compose it (router top-k ids and weights in):
 
-1. routing data from ``(topk_ids, topk_weights)``: the weights scattered into a [T, E] bf16 matrix, then
-   ``triton_kernels.topk.topk(..., apply_softmax=False, y_indx=ids)`` (the given ids, no selection), its
-   bitmatrix metadata and ``make_ragged_tensor_metadata``: expert histogram, the dispatch / combine
-   permutations (``GatherIndx`` / ``ScatterIndx``) and the gate scales in expert order;
+1. routing data from ``(topk_ids, topk_weights)`` (:func:`_routing`): the ids' bitmatrix and its metadata,
+   ``make_ragged_tensor_metadata``: expert histogram, the dispatch / combine permutations
+   (``GatherIndx`` / ``ScatterIndx``) and the gate scales in expert order;
 2. ``matmul_ogs(x, w1, None, routing, gather_indx=..., fused_activation=swiglu(alpha=1.702, limit=7.0))``:
    gathered rows, grouped GEMM, gpt-oss's clamped SwiGLU on interleaved gate/up columns;
 3. ``matmul_ogs(h, w2, None, routing, scatter_indx=..., gammas=gate_scal)``: the router weight applied after
@@ -22,6 +21,12 @@ The package is third-party code and is not in this repository: the benchmark imp
 from the Python path (the Triton repository's ``python/triton_kernels`` of commit
 ``2760a7e0ef6e202c9b5e526a2ca6d0959a22c5d4``, 2025-11-21, the last before the ``matmul`` refactor, which
 matches the Triton 3.6 API; notes/triton_kernels.md says how to get it).
+
+Status (H200, 2026-12-03): not measured. The first composition (routing through ``topk(..., y_indx=ids)``)
+failed its check: rel. error 0.91 / 0.64 against :func:`peer_reference` at gpt-oss (T = 4, 64), a
+``tl.arange`` compile error for k = 10 (Qwen), an illegal address for k = 8 (data/bench/aux/
+moe_h200_2026-12-03_peer-attempt_*). The routing above replaced it afterwards, checked only under the
+CPU interpreter; the benchmark times the peer only after its check passes.
 """
 
 from __future__ import annotations
@@ -109,21 +114,36 @@ def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16,
 
 
 def _routing(pw: PeerWeights, ids: torch.Tensor, tw: torch.Tensor):
-    """(RoutingData, GatherIndx, ScatterIndx) from the router's top-k ids and weights (module docstring, step 1)."""
+    """(RoutingData, GatherIndx, ScatterIndx) from the router's top-k ids and weights (module docstring, step 1).
+
+    The bitmatrix (bit e of row t set when t routes to e; words in the transposed layout topk writes) is
+    built with torch ops; its metadata (expert histogram, slots in expert order ``col``, the inverse ``row``)
+    by the package's ``make_bitmatrix_metadata`` where k is a power of two (its kernels need one), else by
+    the same definition in torch (a stable argsort of the flat ids, ``bincount``). Under the CPU interpreter
+    the two agree exactly for unsorted and sorted ids (k = 4, 8)."""
     from triton_kernels.matmul_ogs import GatherIndx, RoutingData, ScatterIndx
+    from triton_kernels.tensor import BIT, Bitmatrix
+    from triton_kernels.tensor_details.bitmatrix import make_bitmatrix_metadata
     from triton_kernels.tensor_details.ragged_tensor import make_ragged_tensor_metadata
-    from triton_kernels.topk import topk
 
     t, k = ids.shape
-    ids16 = ids.to(torch.int16)
-    dense = torch.zeros(t, pw.E, dtype=torch.bfloat16, device=ids.device).scatter_(1, ids, tw.to(torch.bfloat16))
-    sm = topk(dense, k, apply_softmax=False, y_indx=ids16)
-    dispatch = sm.mask_metadata.row_sorted_indx
-    combine = sm.mask_metadata.col_sorted_indx
-    meta = make_ragged_tensor_metadata(sm.mask_metadata.col_sum, dispatch.shape[0])
-    gate_scal = sm.vals.flatten()[combine]
-    rdata = RoutingData(gate_scal, meta.slice_sizes, pw.E, k, meta)
-    return rdata, GatherIndx(combine, dispatch), ScatterIndx(dispatch, combine)
+    flat = ids.reshape(-1).long()
+    if k & (k - 1) == 0:
+        words = (pw.E + 31) // 32
+        buf = torch.zeros(words, (t + 31) // 32 * 32, dtype=torch.int64, device=ids.device)
+        tok = torch.arange(t, device=ids.device).repeat_interleave(k)
+        buf.index_put_((flat // 32, tok), torch.ones_like(flat) << (flat % 32), accumulate=True)
+        bm = Bitmatrix(buf.to(torch.uint32).transpose(0, 1)[:t], dtype=BIT, shape=[t, pw.E], shape_max=[t, None])
+        meta = make_bitmatrix_metadata(ids.to(torch.int16), bm)
+        col_sum, col, row = meta.col_sum, meta.col_sorted_indx, meta.row_sorted_indx
+    else:
+        col = torch.argsort(flat, stable=True).to(torch.int32)
+        row = torch.argsort(col, stable=True).to(torch.int32)
+        col_sum = torch.bincount(flat, minlength=pw.E).to(torch.int32)
+    ragged = make_ragged_tensor_metadata(col_sum, t * k)
+    gate_scal = tw.reshape(-1).to(torch.bfloat16)[col.long()]
+    rdata = RoutingData(gate_scal, ragged.slice_sizes, pw.E, k, ragged)
+    return rdata, GatherIndx(col, row), ScatterIndx(row, col)
 
 
 def peer_moe(pw: PeerWeights, x: torch.Tensor, ids: torch.Tensor, tw: torch.Tensor) -> torch.Tensor:
