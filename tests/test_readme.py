@@ -204,12 +204,12 @@ def test_roofline_row():
 
 def test_kernel_row_reads_the_newest_bench_file_it_names():
     from sm120lab.kernels.plan import FRAG_MAX_ROWS
-    from sm120lab.roofline.lesson import newest_bench_file
+    from sm120lab.recommend.facts import kernel_bench_for
 
     row = _findings_row("(no portable FP4 MoE kernel)")
     path = re.search(r"`(data/bench/[^`]+\.json)`", row).group(1)
-    newest = newest_bench_file(sorted((data_dir() / "bench").glob("moe_*.json")))
-    assert repo_root() / path == newest, f"README kernel row names {path}; the newest bench file is {newest.name}"
+    newest = kernel_bench_for("qwen3.5-397b-a17b")  # the row is "at the Qwen3.5 shape"
+    assert "at the Qwen3.5 shape" in row and path == newest, f"README kernel row names {path}; the newest is {newest}"
     s = kernel_summary(repo_root() / path)
     assert f"up to {FRAG_MAX_ROWS:.0f} rows per expert" in row
     assert f"on an {s['gpu']}" in row
@@ -256,6 +256,12 @@ def test_readme_commands_exist():
     used = set(re.findall(r"`sm120lab ([a-z][a-z-]+)", _text()))
     assert used and used <= names, used - names
     assert "make lab" in _text() and ".[gpu]" in _text() and "report.html" in _text()
+
+
+def test_notebook_table_lists_every_notebook():
+    table = _section("Notebooks")
+    listed = re.findall(r"^\| `(\d\d_[a-z0-9_]+)` \|", table, re.M)
+    assert listed == sorted(p.stem for p in (repo_root() / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
 
 
 def test_every_help_text_is_plain_text():
