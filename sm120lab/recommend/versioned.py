@@ -99,6 +99,7 @@ def version_facts(ctx: Context) -> dict[str, str]:
             out[f"fi_arch_{tag}_{cuda.replace('.', '_')}"] = _arch(fi, cap, cuda)
     out["fi_arch_120_bare"] = _arch(fi, "12.0", "13.0", "12.0")  # an explicit FLASHINFER_CUDA_ARCH_LIST=12.0
     out["fi_arch_src"] = _url(fi, getattr(fi, "arch_list_anchor", None))
+    out["fi_sm121_warning"] = _sm121_warning()
     jit = getattr(fi, "jit_load_order", None)
     if jit is None or jit.aot_before_jit is None:
         out["fi_aot"] = f"FlashInfer {b.flashinfer}: load order not recorded"
@@ -143,6 +144,22 @@ def missing_mentions(text: str, ctx: Context) -> list[str]:
     text = _SM120LAB_CMD.sub("", text)
     flags, env = ctx.vllm.serve_flags, ctx.vllm.env_vars
     return sorted({f for f in _FLAG.findall(text) if f not in flags} | {e for e in _ENV.findall(text) if e not in env})
+
+
+def _sm121_warning() -> str:
+    """Where FlashInfer says SM120 code on SM121 can fail with an illegal instruction: the recorded
+    releases whose sources carry that note, and the newest one's line."""
+    from .. import upstream
+
+    found = []
+    for ver in upstream.versions("flashinfer-python"):
+        rec = upstream.load("flashinfer-python", ver)
+        f = (rec.facts or {}).get("sm121_illegal_instruction_warning")
+        if f is not None and f.found and f.anchor is not None:
+            found.append((ver, _url(rec, f.anchor)))
+    if not found:
+        return "no recorded FlashInfer release carries that note"
+    return f"FlashInfer {found[0][0]} to {found[-1][0]} say so in their sources ({found[-1][1]})"
 
 
 def pin_history() -> str:
