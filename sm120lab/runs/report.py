@@ -7,9 +7,10 @@ only HTML passed through unescaped is notebook HTML and markdown after
 :func:`sm120lab.runs.sanitize.clean_html`, figure ``<img>`` tags built here, the stylesheet, and the
 decision guide's do-this block. In order:
 
-1. the title line (notebooks ok, machine, sm120lab commit), an "interrupted" banner when the run
-   was stopped, the do-this block when given, then one table: every notebook, its status and its
-   one-line answer;
+1. the first screen: the decision guide's do-this block for the run's machine or the chosen GPU
+   (:func:`do_this_html`), then one table of every notebook with its status and its one-line
+   answer; above them only the title line (notebooks ok, machine, sm120lab commit) and, when the
+   run was stopped, an "interrupted" banner;
 2. the summary table (wall time, error line) and the environment;
 3. the verdict box of every notebook (``results/NN_*.json`` key ``"answer"``), or why there is none;
 4. every notebook: markdown, collapsed code, outputs, figures inline as ``data:`` URIs (or, for an
@@ -241,8 +242,42 @@ def _notebook(nb: dict[str, Any], run_dir: Path, inline: bool, body: bool = True
             "no_answer": no_answer, "blocks": blocks, "page": page}
 
 
+def do_this_html(env: dict[str, Any] | None, gpu: str | None = None) -> tuple[str | None, str]:
+    """The decision guide's do-this block (:func:`sm120lab.recommend.answer_block`) for ``gpu``, or
+    for the run's machine (``env``, its environment.json) when ``gpu`` is None, as sanitized HTML.
+
+    Returns:
+        ``(html, note)`` (the note says when the block answers for the seed report's GPU because the
+        run's machine is no SM120/SM121 GPU), or ``(None, why)`` when the guide cannot answer.
+
+    Raises:
+        ValueError: ``gpu`` was given and the guide does not know it (one line naming ``--gpu``).
+    """
+    try:
+        from ..recommend import answer_block
+    except ImportError as exc:  # pragma: no cover - the guide ships with the package
+        return None, f"decision guide unavailable ({exc})"
+    try:
+        block = answer_block(gpu=gpu, machine=env or None)
+        note = ""
+        found = (env or {}).get("gpu") or {}
+        if gpu is None and str(found.get("compute_capability")) not in ("12.0", "12.1"):
+            here = found.get("name") if found.get("available") else "this CPU-only machine"
+            note = (f"The run's machine ({here}) is not an SM120/SM121 GPU, so the block answers for the seed "
+                    "report's setup; `sm120lab report RUN --gpu rtx-5090` (or dgx-spark) answers for another.")
+        return clean_html(block.to_html()), note
+    except ValueError as exc:
+        if gpu is not None:
+            raise ValueError(f"--gpu: {str(exc).removeprefix('gpu: ')}") from None
+        return None, f"decision guide unavailable for this run's machine: {str(exc).splitlines()[0][:200]}"
+    except Exception as exc:  # the guide must never cost the run its report
+        if gpu is not None:
+            raise ValueError(f"--gpu: the decision guide failed for {gpu}: {exc}") from None
+        return None, f"decision guide unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
 def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures: bool = True,
-                 bodies: bool = True, do_this: str | None = None) -> str:
+                 bodies: bool = True, do_this: str | None = None, gpu: str | None = None) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module docstring).
 
     Args:
@@ -254,11 +289,15 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
         bodies: every notebook's cells and outputs in the page (True: one self-contained page), or
             only a link to its own page beside the report (False: an archived run, whose pages
             exist).
-        do_this: the decision guide's do-this block, already safe HTML; omitted when None.
+        do_this: the decision guide's do-this block as HTML (sanitized here too); default: the
+            guide's block for ``gpu``, or for the run's machine (:func:`do_this_html`).
+        gpu: the GPU the do-this block answers for (``rtx-pro-6000``, ``rtx-5090``, ``dgx-spark``);
+            default: the run's machine when it is an SM120/SM121 GPU, else the seed report's.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no ``summary.json``.
         SchemaError: ``summary.json`` is malformed (one line naming it).
+        ValueError: ``gpu`` is not a GPU the guide knows.
     """
     from markupsafe import Markup
 
@@ -268,18 +307,23 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
         raise FileNotFoundError(f"{run_dir} is not a run folder: no summary.json (made by `sm120lab run`)")
     summary = validate_summary(load_json(summary_path, run_dir), summary_path)
     environment = _environment(run_dir)
-    gpu = environment["env"].get("gpu") or {}
+    found_gpu = environment["env"].get("gpu") or {}
     books = [_notebook(nb, run_dir, inline_figures, bodies) for nb in summary["notebooks"]]
     run = {"name": name or run_dir.resolve().name, "ok": sum(nb["status"] == NotebookStatus.OK for nb in summary["notebooks"]),
-           "total": len(books), "machine": gpu.get("name") if gpu.get("available") else "CPU only",
+           "total": len(books), "machine": found_gpu.get("name") if found_gpu.get("available") else "CPU only",
            "started": summary.get("started_utc") or "not recorded", "resumed": summary.get("resumed_utc") or [],
            "command": summary.get("command"), "interrupted": bool(summary.get("interrupted")),
            "not_run": sum(nb["status"] == NotebookStatus.NOT_RUN for nb in summary["notebooks"]),
            "provenance": provenance_text(environment["env"]) if environment["env"] else "not recorded"}
+    guide_note = ""
+    if do_this is None:
+        do_this, guide_note = do_this_html(environment["env"], gpu)
+    else:
+        do_this = clean_html(do_this)
     css = Markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))
     page = _jinja().get_template("report.html.j2").render(
         run=run, notebooks=books, environment=environment, css=css, bodies=bodies,
-        do_this=Markup(do_this) if do_this else None)
+        do_this=Markup(do_this) if do_this else None, guide_note=guide_note)
     found = active_content(page)
     if found:  # the sanitizer or the template let something through: never write it
         raise RuntimeError(f"report of {run_dir} would hold active content {found[:3]}; not written")
@@ -287,8 +331,8 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None, name: str | None = None,
-                 inline_figures: bool = True, bodies: bool = True) -> Path:
+                 inline_figures: bool = True, bodies: bool = True, gpu: str | None = None) -> Path:
     """Write :func:`build_report` to ``out`` (default ``run_dir/report.html``) atomically; return the path."""
     run_dir = Path(run_dir)
-    page = build_report(run_dir, name, inline_figures=inline_figures, bodies=bodies)
+    page = build_report(run_dir, name, inline_figures=inline_figures, bodies=bodies, gpu=gpu)
     return write_text_atomic(Path(out) if out else run_dir / "report.html", page)

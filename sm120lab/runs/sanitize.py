@@ -24,7 +24,7 @@ ATTRIBUTES = frozenset({"class", "id", "title", "align", "colspan", "rowspan", "
 CSS_PROPERTIES = frozenset({
     "background", "background-color", "border", "border-bottom", "border-collapse", "border-color",
     "border-left", "border-radius", "border-right", "border-style", "border-top", "border-width", "color",
-    "display", "font-family", "font-size", "font-style", "font-weight", "height", "line-height", "margin",
+    "display", "overflow-wrap", "word-break", "font-family", "font-size", "font-style", "font-weight", "height", "line-height", "margin",
     "margin-bottom", "margin-left", "margin-right", "margin-top", "max-width", "min-width", "padding",
     "padding-bottom", "padding-left", "padding-right", "padding-top", "text-align", "text-decoration",
     "vertical-align", "white-space", "width",
