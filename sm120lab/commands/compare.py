@@ -146,7 +146,7 @@ def _change_rows(cmp, show_all: bool) -> list[list[str]]:
                 what = {ChangeKind.BENCH: "bench figures", ChangeKind.VERDICT: "verdicts",
                         ChangeKind.COMPILE: "compile cells"}.get(kind, str(kind))
                 s = styles.get(assess, "")
-                rows.append([f"  {len(group)} {what} (e.g. {group[0].key})", "", "",
+                rows.append([f"  {len(group)} {what}", "", "",
                              f"[{s}]{assess}[/{s}]" if s else str(assess)])
     return rows
 
@@ -167,6 +167,8 @@ def print_comparison(console, cmp, show_all: bool = False, gate: int | None = No
     if rows:
         console.print(_table(console, ["check", "baseline", "this run", "assessment"], rows,
                              _widths(console, 2, ASSESS_WIDTH)))
+    if any(r[0].lstrip().split(" ", 1)[0].isdigit() and not r[1] for r in rows):
+        console.print("[dim](folded rows: --all lists every check)[/dim]")
     colour = "red" if (gate if gate is not None else len(cmp.regressions)) else "green"
     console.print(f"[{colour}]{escape(cmp.summary_line(gate))}[/{colour}]")
 

@@ -16,8 +16,9 @@ Each later run is compared with the first (the baseline), over the schema sectio
   by sign (any rise of a lower-is-better figure is a regression).
 
 When the two runs ran on different devices (GPU name or compute capability differ, a CPU-only run
-included), a check that ran on one side only (its verdict skipped or absent on the other) and every
-bench figure are **not comparable (device differs)**, never a regression: a CPU run cannot lose
+included), a check that ran on one side only (its verdict skipped on either side, or absent from the
+later run) and every bench figure are **not comparable (device differs)**, never a regression (a
+check absent from the baseline is ``new``, as on one device): a CPU run cannot lose
 evidence it could never produce, and a timing on another GPU is no slowdown. A verdict that got
 worse, an error, a failed notebook and a bench figure that is no longer finite still count.
 
@@ -332,7 +333,7 @@ def compare_runs(a: Run, b: Run, *, min_rel: float = 0.05, skip_pending: bool = 
         for key in sorted(set(va) | set(vb)):
             before, after = va.get(key), vb.get(key)
             if before != after:
-                one_sided = {before, after} & {None, SKIPPED}
+                one_sided = before is not None and {before, after} & {None, SKIPPED}
                 if cmp.device_differs and one_sided:
                     assess, detail = Assessment.NOT_COMPARABLE, DEVICE_DIFFERS
                 else:
