@@ -309,3 +309,12 @@ def test_interrupted_run_writes_report_and_says_interrupted(tmp_path):
     assert [n["status"] for n in summary["notebooks"]] == ["ok", "not run"]
     page = (out / "report.html").read_text()
     assert 'id="interrupted"' in page and "--resume" in page
+
+
+def test_matrix_checks_every_combination_parameter_before_running(tmp_path):
+    books = _notebooks(tmp_path / "nbs")
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("combinations:\n  - {label: a, params: {value: 2}}\n  - {label: b, params: {typo: 3}}\n")
+    one_line_error(*cli("run", "--notebooks-dir", str(books), "--only", "01", "--matrix", str(matrix),
+                        "--out", str(tmp_path / "runs"), "--no-progress"), "--matrix combination b: typo")
+    assert not (tmp_path / "runs").exists()

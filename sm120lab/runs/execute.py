@@ -164,11 +164,16 @@ def parameters_for(notebook: Path, params: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def check_parameters(notebooks: list[Path], params: dict[str, Any]) -> None:
+def check_parameters(notebooks: list[Path], params: dict[str, Any], arg: str = "-p") -> None:
     """Refuse a parameter no notebook of the run declares, before anything runs.
 
     A key is a parameter when a notebook declares it, else a per-notebook section when it names one
     of ``notebooks`` (its keys must then be declared by that notebook).
+
+    Args:
+        notebooks: the notebooks of the run.
+        params: global parameters and per-notebook sections.
+        arg: where the parameters came from, for the message (``-p``, ``--matrix combination b``).
 
     Raises:
         ValueError: one line naming the parameter (``-p NAME``) and what the notebooks declare.
@@ -189,7 +194,7 @@ def check_parameters(notebooks: list[Path], params: dict[str, Any]) -> None:
         if isinstance(value, dict):
             raise ValueError(f"--params: section {key} names no notebook of this run "
                              f"(notebooks: {', '.join(sorted(declared))})")
-        raise ValueError(f"-p {key}: no notebook of this run declares this parameter "
+        raise ValueError(f"{arg} {key}: no notebook of this run declares this parameter "
                          f"(declared: {', '.join(sorted(everything)) or 'none'})")
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..atomic_io import write_json_atomic
 from ..envinfo import collect
-from .execute import RunFolderError, RunSummary, execute_all, run_tag
+from .execute import RunFolderError, RunSummary, check_parameters, execute_all, run_tag
 from .results import SchemaError, load_json
 
 
@@ -111,9 +111,15 @@ def execute_matrix(notebooks: list[Path], base: Path, combos: list[Combination],
     """Run every combination, each into a new folder; environment restored afterwards.
 
     ``base/matrix.json`` lists the runs; an earlier index there is kept and extended, never replaced.
+
+    Raises:
+        ValueError: a combination's parameter no notebook declares; nothing ran.
+        RunFolderError: ``base`` cannot be used.
     """
     from tqdm import tqdm
 
+    for combo in combos:  # every combination's parameters are checked before the first one runs
+        check_parameters(notebooks, {**(params or {}), **combo.params}, arg=f"--matrix combination {combo.label}:")
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
