@@ -252,10 +252,32 @@ def target_expert(problem) -> int:
 
 
 class OneExpertFault(FaultyBackend):
-    """A loader bug confined to :func:`target_expert`; the other experts are exact."""
+    """A loader bug confined to :func:`target_expert`; the other experts are exact.
+
+    Expected: the target expert and every token it served, where the bug moves the expert's
+    outputs beyond the harness's resolution for a systematic expert, a pooled deviation of
+    :data:`sm120lab.moe.verdict.EXPERT_DEV` (computed exactly, fp64); below it (e.g. a gate/up swap
+    on one token with tiny pre-activations: SiLU(u) g ~ SiLU(g) u) nothing is expected.
+    """
+
+    def pooled_deviation(self, problem) -> float:
+        """The target expert's exact pooled deviation (floored like the harness's) from the reference."""
+        from .metrics import expert_pool
+        from .reference import moe_reference_slots
+
+        e = target_expert(problem)
+        hidden, ids, f64 = problem.hidden.cpu(), problem.topk_ids.cpu(), torch.float64
+        ref = moe_reference_slots(hidden, ids, problem.w13, problem.w2)
+        bad = grouped_moe_forward(hidden.to(f64), ids, None, problem.config.E, lambda x: self.w13_of(problem, x, f64),
+                                  lambda x: self.w2_of(problem, x, f64), per_slot=True)
+        num = ((bad - ref) ** 2).sum(-1).numpy()
+        den = (ref ** 2).sum(-1).numpy()
+        return float(expert_pool(num, den, ids.numpy(), problem.config.E)[e])
 
     def expected_experts(self, problem):
-        return {target_expert(problem)}
+        from .verdict import EXPERT_DEV
+
+        return {target_expert(problem)} if self.pooled_deviation(problem) > EXPERT_DEV else set()
 
 
 class ExpertGateUpSwapped(OneExpertFault):

@@ -68,7 +68,7 @@ FORMAT_CLOSER = 0.5
 #: kept for callers that printed it: main-run tokens use ``DEV_GARBAGE`` like the cells
 TOKEN_GARBAGE = DEV_GARBAGE
 #: systematic expert (16-bit-activation backends): pooled deviation above this ...
-EXPERT_DEV = 0.05
+EXPERT_DEV = 0.03
 #: ... and this many times its rounding band: the median pooled deviation of the other routed
 #: experts, at least ``ROUNDING_FLOOR`` (bf16 output rounding)
 EXPERT_RATIO = 8.0
