@@ -71,7 +71,7 @@ seed_spec = gpu_specs["rtx-pro-6000"]
 seed_ceiling = lesson.ceiling_table(cfg, plan, gpu_specs, ["rtx-pro-6000"], tp=2, pp=2, batches=[1, 4, 64],
                                     context=context_len)
 files = bench_files()
-newest = lesson.newest_bench_file(files)
+newest = lesson.newest_bench_file(files, model=cfg.name)
 recorded_gpu = load_gpus(measurements=False)
 efficiency = {T: lesson.kernel_efficiency(newest, tokens=T, gpu=gpu_specs["h200"]) for T in (1, 4)} if newest else {}
 # The decision guide's one answer for guide_gpu (its default setup): the ceiling it states counts the

@@ -294,8 +294,19 @@ def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide
         f"fewer, fused, better-tuned kernels can.")
 
 
-def newest_bench_file(files: list[Path]) -> Path | None:
-    """The newest ``data/bench/moe_*.json`` by the date in its name (then by name)."""
+def newest_bench_file(files: list[Path], model: str | None = None) -> Path | None:
+    """The newest ``data/bench/moe_*.json`` by the date in its name (then by name); with ``model``,
+    only files recorded for that model preset (their ``model`` field)."""
+    import json
+
+    if model is not None:
+        def of_model(p: Path) -> bool:
+            try:
+                return json.loads(p.read_text()).get("model") == model
+            except (OSError, ValueError, AttributeError):
+                return False
+
+        files = [p for p in files if of_model(p)]
     return sorted(files, key=lambda p: (p.stem.split("_")[2] if p.stem.count("_") >= 2 else "", p.name))[-1] \
         if files else None
 
