@@ -15,9 +15,9 @@ from rich.console import Console
 
 from sm120lab import recommend
 from sm120lab.cli import main as cli_main
+from sm120lab.devtools.arch_suffix import diff_lines, parse_preprocessed
 from sm120lab.paths import data_dir, repo_root
 from sm120lab.recommend import Evidence, Topic
-from sm120lab.recommend.arch_suffix import diff_lines, parse_preprocessed
 from sm120lab.recommend.facts import detect_gpu, kernel_summary, smem_overflow
 
 GPUS = [g.value for g in recommend.GPU]
@@ -367,7 +367,7 @@ def test_recorded_arch_suffix_scan(version):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_nvcc_device_preprocessing_sees_the_suffix(tmp_path):
-    from sm120lab.recommend.arch_suffix import device_macros
+    from sm120lab.devtools.arch_suffix import device_macros
 
     nvcc = shutil.which("nvcc")
     macros = device_macros(nvcc)
@@ -383,7 +383,7 @@ def test_nvcc_device_preprocessing_sees_the_suffix(tmp_path):
 
 
 def test_ptx_opcode_count():
-    from sm120lab.recommend.arch_suffix import ptx_opcodes
+    from sm120lab.devtools.arch_suffix import ptx_opcodes
 
     ptx = """
 .version 8.8
@@ -446,3 +446,16 @@ def test_html_table_escapes_and_keeps_every_item():
     html = to_html(items)
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert html.count("<tr>") == len(items) + 1
+
+
+def test_run_folders_with_hostile_files_never_hang_the_guide(tmp_path):
+    """A FIFO or a link to /dev/zero where environment.json should be is skipped, not read."""
+    import os
+
+    a = tmp_path / "a"
+    a.mkdir()
+    os.mkfifo(a / "environment.json")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "environment.json").symlink_to("/dev/zero")
+    assert recommend.sm120_runs(tmp_path) == []

@@ -62,7 +62,7 @@ CPU_KINDS: tuple[tuple[str, Evidence], ...] = (
     ("data/triton_aot/", Evidence.COMPILE),
     ("data/arch_suffix/", Evidence.COMPILE),
     ("tests/test_archflags_emulation.py", Evidence.EMULATION),
-    ("sm120lab/kernels/mma_block_scale_emulation.py", Evidence.EMULATION),
+    ("sm120lab/archflags/mma_block_scale_emulation.py", Evidence.EMULATION),
 )
 RULES_PATH = "data/recommendations.yaml"
 
@@ -196,10 +196,12 @@ def sm120_runs(runs_root: str | Path | None = None) -> list[RunFolder]:
     out = []
     if not root.is_dir():
         return out
-    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+    from ..runs.files import SchemaError, read_json  # a regular file of sane size inside the run, or an error
+
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
         try:
-            env = json.loads((d / "environment.json").read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            env = read_json(d / "environment.json", root=d)
+        except (OSError, UnicodeDecodeError, ValueError, SchemaError):
             continue
         if _gpu_level(_env_record(env) or env) is not Evidence.SM120_RUN:
             continue
@@ -207,8 +209,8 @@ def sm120_runs(runs_root: str | Path | None = None) -> list[RunFolder]:
         run = RunFolder(d, str(gpu.get("name", "?")), str(gpu.get("compute_capability", "?")))
         for f in sorted((d / "results").glob("[0-9][0-9]_*.json")):
             try:
-                run.results[f.name[:2]] = json.loads(f.read_text())
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                run.results[f.name[:2]] = read_json(f, root=d)
+            except (OSError, UnicodeDecodeError, ValueError, SchemaError):
                 continue
         out.append(run)
     return out
