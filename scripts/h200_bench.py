@@ -56,7 +56,7 @@ def main() -> int:
     if args.aot:  # in parallel with the benchmark: it only uses CPU cores
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         aot_out = out / f"sm120_triton{triton.__version__}.json"
-        aot_proc = subprocess.Popen([sys.executable, "-m", "sm120lab.kernels.aot", "--quiet", "--jobs", "8",
+        aot_proc = subprocess.Popen([sys.executable, "-m", "sm120lab.archflags.kernel_aot", "--quiet", "--jobs", "8",
                                      "--out", str(aot_out)], env=env, stdout=open(out / "aot_log.txt", "w"),
                                     stderr=subprocess.STDOUT)
     tokens = tuple(int(x) for x in args.tokens.split(","))

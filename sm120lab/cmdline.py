@@ -14,7 +14,7 @@ def command_line(prog: str | None = None, argv: Sequence[str] | None = None) -> 
     """Return ``prog arg1 arg2 ...`` with every argument shell-quoted (``shlex.join``).
 
     Args:
-        prog: the program as a user would type it (``"sm120lab"``, ``"python -m sm120lab.kernels.aot"``).
+        prog: the program as a user would type it (``"sm120lab"``, ``"sm120lab dev kernel-aot"``).
             Defaults to the basename of ``sys.argv[0]``.
         argv: the arguments after the program. Defaults to ``sys.argv[1:]``.
 

@@ -1,9 +1,9 @@
-"""The block-scaled FP4 MMA emulation (sm120lab.kernels.mma_block_scale_emulation) on the CPU."""
+"""The block-scaled FP4 MMA emulation (sm120lab.archflags.mma_block_scale_emulation) on the CPU."""
 
 import pytest
 import torch
 
-from sm120lab.kernels import mma_block_scale_emulation as E
+from sm120lab.archflags import mma_block_scale_emulation as E
 from sm120lab.nvfp4 import dequantize_nvfp4, e2m1_decode, quantize_nvfp4
 
 

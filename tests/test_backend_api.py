@@ -1,7 +1,7 @@
 """The FlashInfer / vLLM adapters call the real packages' APIs correctly (no GPU, no download).
 
 ``data/api/<dist>-<version>.json`` holds signatures and layout facts read from the real wheels by
-``sm120lab.moe.backends.api_check``. Here every recorded target becomes a stand-in whose calls
+``sm120lab.devtools.api_check``. Here every recorded target becomes a stand-in whose calls
 ``inspect.Signature.bind()`` against the recorded signature; stand-in modules replace
 ``flashinfer`` / ``vllm`` in ``sys.modules``; each adapter's real ``run()`` is driven on a CPU
 problem for every version it claims. A wrong or missing argument raises ``TypeError`` from
@@ -22,9 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sm120lab.moe import make_moe_problem
-from sm120lab.moe.backends import _packing, all_backends, flashinfer_cutlass, vllm_nvfp4
-from sm120lab.moe.backends.api_check import (
+from sm120lab.devtools.api_check import (
     FACTS,
     TARGETS,
     Target,
@@ -35,6 +33,8 @@ from sm120lab.moe.backends.api_check import (
     load_record,
     signature_from_record,
 )
+from sm120lab.moe import make_moe_problem
+from sm120lab.moe.backends import _packing, all_backends, flashinfer_cutlass, vllm_nvfp4
 
 ADAPTERS = {"flashinfer-cutlass", "flashinfer-sm12x-w4a4", "flashinfer-sm12x-w4a16", "flashinfer-b12x-w4a4",
             "flashinfer-b12x-w4a16", "vllm-cutlass-fp4", "vllm-marlin"}
@@ -532,8 +532,25 @@ def test_index_is_current():
     """data/api/index.json (cited by the README and recommend) matches the records and the adapters."""
     on_disk = json.loads((api_dir() / "index.json").read_text())
     assert on_disk == json.loads(json.dumps(build_index())), \
-        "stale: run python -m sm120lab.moe.backends.api_check index"
+        "stale: run sm120lab dev api-check index"
     assert on_disk["packages"]["flashinfer-python"].keys() >= {"0.6.5", "0.7.4"}
+
+
+def test_dev_api_check_index_command(tmp_path, capsys):
+    """``sm120lab dev api-check index`` writes the same index from the same records; its choices are TARGETS'."""
+    import shutil
+
+    from sm120lab.cli import main as cli_main
+    from sm120lab.commands.dev import API_DISTS
+
+    assert sorted(API_DISTS) == sorted(TARGETS)
+    for p in api_dir().glob("*.json"):
+        if p.name != "index.json":
+            shutil.copy(p, tmp_path / p.name)
+    assert cli_main(["dev", "api-check", "index", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "index.json").read_text()) == json.loads((api_dir() / "index.json").read_text())
+    with pytest.raises(SystemExit):
+        cli_main(["dev", "api-check", "extract", "no-such-dist", "1.0"])
 
 
 # ---- the extractor itself, on a synthetic wheel whose real inspect.signature we can compare

@@ -3,9 +3,9 @@ compiled ahead of time for sm_120 and sm_121 (no GPU), stays within SM120's 101,
 memory per block, spills no registers (no STL/LDL in the SASS, no local memory), and the PTX holds
 the intended instruction (W4A4 native: the block-scaled NVFP4
 ``mma.sync ... kind::mxf4nvf4 ... scale_vec::4X ... ue4m3``; W4A16 / W4A4-dequant: bf16 mma.sync;
-decode: ``cvt.rn.f16x2.e4m3x2``). Rule per row: :func:`sm120lab.kernels.aot.row_problems`.
+decode: ``cvt.rn.f16x2.e4m3x2``). Rule per row: :func:`sm120lab.archflags.kernel_aot.row_problems`.
 
-The full table lives in data/triton_aot/sm120.json (``python -m sm120lab.kernels.aot --out ...``,
+The full table lives in data/triton_aot/sm120.json (``sm120lab dev kernel-aot --out ...``,
 ~7 min on 2 cores). When its source hash matches the kernels, the default test checks the table and
 recompiles a sample; a stale table fails it with the command that re-records it. The full recompile
 is marked slow (``make test-full``).
@@ -22,7 +22,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
-from sm120lab.kernels.aot import SAMPLE, config_key, jobs, row_problems, source_hash  # noqa: E402
+from sm120lab.archflags.kernel_aot import SAMPLE, config_key, jobs, row_problems, source_hash  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "data" / "triton_aot" / "sm120.json"
@@ -31,8 +31,8 @@ PINNED_TRITON = "3.9.0"
 
 def _compile(args: list[str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-m", "sm120lab.kernels.aot", "--quiet", *args], capture_output=True,
-                         text=True, env=env, cwd=ROOT, timeout=1500)
+    res = subprocess.run([sys.executable, "-m", "sm120lab", "dev", "kernel-aot", "--quiet", *args],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
     assert res.stdout.strip(), res.stderr[-2000:]
     return json.loads(res.stdout)
 
@@ -61,7 +61,7 @@ def test_every_kernel_and_config_fits_sm120_and_uses_the_intended_mma():
         assert len([r for r in sample["rows"] if r["kernel"].startswith("w13")]) == 2 * len(SAMPLE)
     else:  # stale or missing table: the recorded facts no longer describe the kernels
         pytest.fail(f"{TABLE.relative_to(ROOT)} is stale (its source hash or Triton version differs from the "
-                    "kernels'): re-record it with `python -m sm120lab.kernels.aot --cc 120 121 --out "
+                    "kernels'): re-record it with `sm120lab dev kernel-aot --cc 120 121 --jobs 2 --out "
                     "data/triton_aot/sm120.json` (~7 min on 2 cores)")
 
 
@@ -75,7 +75,7 @@ def test_every_kernel_and_config_compiles_fresh_for_sm120():
 
 
 def test_sample_and_heuristic_configs_exist():
-    from sm120lab.kernels.aot import frag_config_applies
+    from sm120lab.archflags.kernel_aot import frag_config_applies
     from sm120lab.kernels.moe_configs import (
         CONFIGS,
         DECODE_CONFIGS,
@@ -107,7 +107,7 @@ def test_triton_36_table_records_the_minimum_versions():
     """The table built with Triton 3.6.0 on the benchmark machine: sm_120 gets the native NVFP4 mma
     from 3.6.0 already; sm_121's native path fails there (so its minimum is the pinned 3.9.0); every
     other variant compiles for both targets and fits SM120's shared memory."""
-    from sm120lab.kernels.aot import NVFP4_MMA_RE
+    from sm120lab.archflags.kernel_aot import NVFP4_MMA_RE
 
     doc = json.loads(TABLE_36.read_text())
     assert doc["triton"] == "3.6.0"

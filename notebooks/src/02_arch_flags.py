@@ -6,7 +6,7 @@
 # toolkit for each target and read the machine code (SASS) that comes out; compile FlashInfer's
 # own SM120 grouped-GEMM sources and read the size of their shared storage.
 #
-# - **Probes** (`sm120lab/kernels/probes/*.cu`): the SM120 block-scaled FP4 MMA (NVFP4 and MXFP4),
+# - **Probes** (`sm120lab/archflags/cuda_probes/*.cu`): the SM120 block-scaled FP4 MMA (NVFP4 and MXFP4),
 #   the `mxf8f6f4` block-scaled MMA, plain FP8 `mma.sync`, `cvt ... e2m1x2`, `wgmma`, `tcgen05`,
 #   `griddepcontrol` (PDL), TMA, a CUTLASS-style arch-conditional kernel, and a macro probe.
 # - **Toolkits**: CUDA 12.8 and 12.9 from PyPI wheels (NVRTC + that version's `ptxas`) and 13.0
@@ -365,7 +365,7 @@ else:
 # `sm120lab.archflags.gpu_run` compiles the probes the device supports, runs them through the
 # CUDA driver API and checks each against a CPU reference; the block-scaled FP4 MMA tile is
 # checked against an exact emulation of the PTX instruction
-# (`sm120lab.kernels.mma_block_scale_emulation`). The SM120 probes are **unverified on SM120
+# (`sm120lab.archflags.mma_block_scale_emulation`). The SM120 probes are **unverified on SM120
 # hardware** until a run from an SM120 GPU is recorded. The recorded probe runs, then this run:
 
 # %%

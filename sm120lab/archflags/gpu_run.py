@@ -12,7 +12,7 @@ cuTensorMapEncodeTiled), run on torch tensors, and compared with a CPU reference
 - ``macros``: the values written at run time equal the macros reported by the compile;
 - ``cvt_e2m1``: :func:`sm120lab.nvfp4.e2m1_encode` bit for bit;
 - ``mma_nvfp4`` / ``mma_mxfp4`` / ``arch_conditional``: the one-instruction tile against
-  :mod:`sm120lab.kernels.mma_block_scale_emulation`. This SM120 path is unverified on SM120
+  :mod:`sm120lab.archflags.mma_block_scale_emulation`. This SM120 path is unverified on SM120
   hardware until a recorded run says otherwise.
 
 ``python -m sm120lab.archflags.gpu_run --out FILE`` writes the results with envinfo.
@@ -137,7 +137,7 @@ def _fp8_fragments(a: torch.Tensor, b_nk: torch.Tensor):
 
 
 def check_mma_fp8(drv: Driver, fn, gen: torch.Generator) -> dict:
-    from ..kernels.mma_block_scale_emulation import pack_c, unpack_d
+    from .mma_block_scale_emulation import pack_c, unpack_d
     a = torch.randn(16, 32, generator=gen).to(torch.float8_e4m3fn)
     b = torch.randn(8, 32, generator=gen).to(torch.float8_e4m3fn)
     c = torch.randn(16, 8, generator=gen)
@@ -218,7 +218,7 @@ def check_cvt_e2m1(drv: Driver, fn, gen: torch.Generator) -> dict:
 
 
 def check_block_scale_mma(drv: Driver, fn, gen: torch.Generator, fmt: str) -> dict:
-    from ..kernels import mma_block_scale_emulation as E
+    from . import mma_block_scale_emulation as E
     o = E.random_operands(fmt, gen)
     regs = {"a": E.pack_a(o["a"]), "b": E.pack_b(o["b"]), "sfa": E.pack_scale_a(o["sfa"], fmt),
             "sfb": E.pack_scale_b(o["sfb"], fmt)}

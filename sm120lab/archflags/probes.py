@@ -1,4 +1,4 @@
-"""The compile probes: one small kernel per feature in ``sm120lab/kernels/probes/*.cu`` and the SASS
+"""The compile probes: one small kernel per feature in ``sm120lab/archflags/cuda_probes/*.cu`` and the SASS
 opcodes that prove the feature is in the machine code (read from cuobjdump 13.2 output)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-PROBE_DIR = Path(__file__).resolve().parent.parent / "kernels" / "probes"
+PROBE_DIR = Path(__file__).resolve().parent / "cuda_probes"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "archflags", help="compile every probe for every toolkit and target; record status + SASS evidence",
-        description="Compiles the probe kernels (sm120lab/kernels/probes/*.cu) with each CUDA toolkit "
+        description="Compiles the probe kernels (sm120lab/archflags/cuda_probes/*.cu) with each CUDA toolkit "
                     "(`sm120lab toolchains --list`) for each target (sm_120a, compute_120f->sm_121a, ...), "
                     "records accepted / rejected-arch / rejected-ptxas, the first error, time, SASS "
                     "opcodes and macros, plus Triton AOT rows; cells are cached; the result is written "
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     p.add_argument("--toolkit", nargs="+", metavar="V", help="toolkits by version (default: all found)")
     p.add_argument("--target", nargs="+", metavar="T", help="targets (default: the standard list)")
     p.add_argument("--probe", nargs="+", metavar="P",
-                   help="probes (default: all): names of sm120lab/kernels/probes/*.cu and/or triton_dot_bf16, "
+                   help="probes (default: all): names of sm120lab/archflags/cuda_probes/*.cu and/or triton_dot_bf16, "
                         "triton_dot_scaled_mxfp4, triton_dot_scaled_nvfp4")
     p.add_argument("--json", metavar="FILE", default=None,
                    help="output JSON (default data/archflags/matrix.json); cells are merged into the "

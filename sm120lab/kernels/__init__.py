@@ -1,9 +1,10 @@
-"""Portable Triton kernels for NVFP4 MoE (and, in :mod:`.probes`, CUDA compile probes).
+"""Portable Triton kernels for NVFP4 MoE: the production kernels, their launchers, plan and prepack.
 
 ``prepare_moe_weights`` (one-time weight preparation, :mod:`.prepack`), ``fused_moe_packed`` (the
 MoE layer on prepared weights: decode kernel or MMA kernel), ``fused_moe_nvfp4`` (the layer on
 canonical NVFP4 tensors, W4A16 and W4A4) are imported lazily so that importing this package needs
-no Triton (the probes do not).
+no Triton. The CUDA compile probes, the MMA emulation and the AOT table live in the compile lab
+(:mod:`sm120lab.archflags`).
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ _COMPILE = """
 import json, sys, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from sm120lab.kernels.aot import _decode_ptrs, divisibility_attrs, signature
+from sm120lab.archflags.kernel_aot import _decode_ptrs, divisibility_attrs, signature
 from sm120lab.kernels.moe_configs import DECODE_CONFIGS
 from sm120lab.kernels.moe_decode import moe_w4a16_decode_kernel as fn
 cfg = DECODE_CONFIGS[sys.argv[1]]

@@ -21,7 +21,7 @@ weights) the inline PTX does:
   6 significant bits, smallest 2**-17);
 - 1 ``mma.sync``: exact products, fp32 accumulation.
 
-In the compiled K loop (sm_90 and sm_120 SASS, ``python -m sm120lab.kernels.aot``) that is 2.5-2.7
+In the compiled K loop (sm_90 and sm_120 SASS, ``sm120lab dev kernel-aot``) that is 2.5-2.7
 instructions per weight element, all loads included, against 5.4 for :mod:`.moe_decode` and ~14 for
 the MMA kernel's dequantization (notes/triton_kernels.md). Inline PTX is warp-collective here, so the
 kernel depends on how Triton lays a 1-D tensor over threads: element ``i`` of an ``R``-element

@@ -36,7 +36,7 @@ import triton.language as tl
 
 from .nvfp4_tl import E2M1_F16_SHIFT, E2M1_F16_SHIFT_SQ, dequant_pair_tile, dequant_pair_tile3_asm
 
-#: ``A_MODE`` values (the inner product per K tile, module docstring); shared with ``aot.VARIANTS``
+#: ``A_MODE`` values (the inner product per K tile, module docstring); shared with ``sm120lab.archflags.kernel_aot``
 A_BF16: tl.constexpr = tl.constexpr(0)
 A_FP4_DEQUANT: tl.constexpr = tl.constexpr(1)
 A_FP4_NATIVE: tl.constexpr = tl.constexpr(2)

@@ -635,27 +635,3 @@ def derive_aot_table(aot_doc: dict, arch: str, shapes: dict[str, MoEShape], toke
                     continue
             tab.put(shape, t, path, w13, w2, preset=name, verified=False)
     return tab
-
-
-def main(argv=None) -> int:
-    """``python -m sm120lab.kernels.plan --derive sm120 sm121``: write the unverified SM12x tile tables
-    (``data/tiles/<arch>.json``) from the recorded AOT table, for every model preset at every T bucket."""
-    import argparse
-
-    from ..moe.problem import PRESETS
-
-    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    ap.add_argument("--derive", nargs="+", default=["sm120", "sm121"], metavar="ARCH")
-    ap.add_argument("--aot", default=str(TILES_DIR.parent / "triton_aot" / "sm120.json"))
-    ap.add_argument("--out-dir", default=str(TILES_DIR))
-    args = ap.parse_args(argv)
-    aot = json.loads(_FsPath(args.aot).read_text())
-    shapes = {n: MoEShape.of(c.E, c.H, c.I, c.k) for n, c in PRESETS.items() if n not in ("tiny", "small")}
-    for arch in args.derive:
-        tab = derive_aot_table(aot, arch, shapes)
-        print(f"{arch}: {len(tab.entries)} entries -> {tab.save(_FsPath(args.out_dir) / f'{tab.device}.json')}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,7 +8,8 @@
   computed (:func:`evidence_of`) and lifted to ``sm120-run`` by archived SM120 run folders.
 - :func:`section` keeps one topic (:class:`Topic`): archflags, versions, backend, patches, env,
   throughput, verify.
-- :mod:`.arch_suffix`: does FlashInfer's SM120 MoE device code depend on 120a vs 120f?
+- the 120a-vs-120f item reads ``data/arch_suffix/``, recorded by ``sm120lab dev arch-suffix``
+  (:mod:`sm120lab.devtools.arch_suffix`).
 """
 
 from .core import (

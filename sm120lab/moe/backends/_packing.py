@@ -83,7 +83,7 @@ def installed_version(dist: str, module: str | None = None) -> str | None:
 class AdapterBackend(Backend):
     """A backend that calls a third-party package's API, checked on CPU against recorded wheels.
 
-    ``api`` (an :class:`~sm120lab.moe.backends.api_check.ApiClaim`) names the package, the versions
+    ``api`` (an :class:`~sm120lab.moe.backends.api_claim.ApiClaim`) names the package, the versions
     whose signatures ``tests/test_backend_api.py`` binds every call against, and the lowest version
     the adapter runs on. ``skip_reason`` adds the version check to ``needs`` and labels every
     reason "unverified on SM120 hardware".

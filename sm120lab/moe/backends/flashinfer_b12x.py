@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from ._packing import UNVERIFIED
-from .api_check import ApiClaim
+from .api_claim import ApiClaim
 from .flashinfer_sm12x import _COMMON_CALLS, FlashInferSM12x
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from ._packing import UNVERIFIED, AdapterBackend
-from .api_check import ApiClaim
+from .api_claim import ApiClaim
 from .base import Needs, _version_tuple
 
 

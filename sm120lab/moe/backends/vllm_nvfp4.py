@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from ._packing import UNVERIFIED, AdapterBackend
-from .api_check import ApiClaim
+from .api_claim import ApiClaim
 from .base import Needs
 
 _VM = "vllm.model_executor.layers"

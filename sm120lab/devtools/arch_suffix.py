@@ -22,8 +22,9 @@ The Python side is read too: :func:`python_suffix_uses` lists every line of the 
 ``flashinfer/`` Python that reads the target-arch set (``TARGET_CUDA_ARCHS``), which is where
 the suffix string could steer a tactic filter or a module choice.
 
-With ``--ptx`` it also compiles one of the overflowing grouped-GEMM instantiations to PTX under
-both suffixes (:func:`ptx_compare`): the front end's output, not only its input.
+Command line: ``sm120lab dev arch-suffix [VERSION ...] [--ptx]`` records
+``data/arch_suffix/flashinfer-<version>.json``. With ``--ptx`` it also compiles one of the
+overflowing grouped-GEMM instantiations to PTX under both suffixes (:func:`ptx_compare`): the front end's output, not only its input.
 
 What this does not cover: the toolkit. The seed changed CUDA 12.8 -> 13.0 together with the
 suffix; a different ``ptxas`` can give different SASS from the same PTX. Only nvcc 13.0 is
@@ -134,7 +135,7 @@ def _stub_include(work: Path) -> Path:
     d = work / "stub_include"
     d.mkdir(parents=True, exist_ok=True)
     for name in STUB_HEADERS:
-        (d / name).write_text("/* empty stand-in: preprocessing only (sm120lab.recommend.arch_suffix) */\n")
+        (d / name).write_text("/* empty stand-in: preprocessing only (sm120lab dev arch-suffix) */\n")
     return d
 
 
@@ -337,44 +338,3 @@ def device_macros(nvcc: str) -> dict[str, list[str]]:
                                        proc.stderr + proc.stdout)))
         out[s] = macros
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m sm120lab.recommend.arch_suffix [VERSION ...]``: scan and record
-    ``data/arch_suffix/flashinfer-<version>.json`` (with the environment and this command)."""
-    import argparse
-
-    from ..atomic_io import write_json_atomic
-    from ..cmdline import command_line
-    from ..envinfo import collect
-    from ..paths import data_dir
-
-    ap = argparse.ArgumentParser(prog="python -m sm120lab.recommend.arch_suffix", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("versions", nargs="*", default=["0.6.5", "0.7.4"], help="flashinfer-python versions")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=None, help="folder (default data/arch_suffix)")
-    ap.add_argument("--ptx", action="store_true",
-                    help="also compile one overflowing FINALIZE instantiation to PTX under both suffixes (minutes)")
-    args = ap.parse_args(argv)
-    out = Path(args.out) if args.out else data_dir() / "arch_suffix"
-    cmd = command_line("python -m sm120lab.recommend.arch_suffix", sys.argv[1:] if argv is None else argv)
-    for v in args.versions:
-        try:
-            result = scan(v, jobs=args.jobs)
-        except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
-            raise SystemExit(f"versions: scanning flashinfer-python {v} failed: {exc}") from None
-        if args.ptx:
-            try:
-                result["ptx"] = ptx_compare(v)
-            except (ValueError, RuntimeError, FileNotFoundError, OSError) as exc:
-                raise SystemExit(f"--ptx: flashinfer-python {v} failed: {exc}") from None
-        result["envinfo"] = collect()
-        result["command"] = cmd
-        path = write_json_atomic(out / f"flashinfer-{v}.json", result)
-        print(f"{path}: all_identical={result['all_identical']}, control differs={not result['control']['identical']}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -11,14 +11,13 @@ The signature of each kernel is derived from the kernel's own argument names
 (:func:`signature`): constexpr parameters by name, ``*_ptr`` arguments typed from the variant's
 pointer table, every other argument ``i32``.
 
-Run ``python -m sm120lab.kernels.aot --out data/triton_aot/sm120.json`` to (re)write the table;
+Run ``sm120lab dev kernel-aot --out data/triton_aot/sm120.json`` to (re)write the table;
 ``tests/test_triton_aot.py`` runs the same compilation in a subprocess (the CPU interpreter
 tests import the kernels in interpreted form in-process).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import hashlib
 import re
@@ -48,7 +47,7 @@ class Variant:
 
     Args:
         name: row key in the table.
-        kernel: "gemm" (:mod:`.moe_gemm`), "decode" (:mod:`.moe_decode`) or "frag" (:mod:`.moe_frag`).
+        kernel: "gemm" (:mod:`sm120lab.kernels.moe_gemm`), "decode" (:mod:`sm120lab.kernels.moe_decode`) or "frag" (:mod:`sm120lab.kernels.moe_frag`).
         constexprs: the variant's fixed constexprs (tile constexprs come from the config).
         min_triton: the oldest Triton this variant is known to compile with for sm_120, and how known.
     """
@@ -66,7 +65,7 @@ _NATIVE_MIN = ("sm_120: 3.6.0 (3.6.0 and 3.9.0 lower it to the block-scaled mma;
 
 
 def _variants() -> tuple[Variant, ...]:
-    from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE
+    from ..kernels.moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE
 
     global _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE
     _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = A_BF16.value, A_FP4_DEQUANT.value, A_FP4_NATIVE.value
@@ -91,10 +90,11 @@ SAMPLE = (("w13_w4a16", "m16n64k64w4s3f"), ("w13_w4a4_native", "m32n64k128w4s3")
 
 def source_hash() -> str:
     """sha256 of the kernel sources (what a cached table must match)."""
-    here = Path(__file__).parent
+    kernels = Path(__file__).resolve().parent.parent / "kernels"
     h = hashlib.sha256()
-    for name in ("moe_gemm.py", "moe_decode.py", "moe_frag.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py", "aot.py"):
-        h.update((here / name).read_bytes())
+    for name in ("moe_gemm.py", "moe_decode.py", "moe_frag.py", "nvfp4_tl.py", "moe_sort.py", "moe_configs.py"):
+        h.update((kernels / name).read_bytes())
+    h.update(Path(__file__).read_bytes())  # this driver decides what is compiled and read
     return h.hexdigest()[:16]
 
 
@@ -240,7 +240,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     v = {x.name: x for x in _variants()}[variant]
     ce = dict(v.constexprs)
     if v.kernel == "gemm":
-        from .moe_gemm import moe_nvfp4_gemm_kernel as fn
+        from ..kernels.moe_gemm import moe_nvfp4_gemm_kernel as fn
 
         ce.update(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DOT_F32=False,
                   FAST=cfg.FAST and ce["A_MODE"] != _A_FP4_NATIVE)
@@ -248,14 +248,14 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
                "stride_om")
     elif v.kernel == "frag" and "TOPK" in ce:
-        from .moe_frag import moe_w4a16_frag_w2sum_kernel as fn
+        from ..kernels.moe_frag import moe_w4a16_frag_w2sum_kernel as fn
 
         ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps)
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32", "out_ptr": "*bf16",
                 "topk_w_ptr": "*fp32", "topk_ids_ptr": "*i64"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     elif v.kernel == "frag":
-        from .moe_frag import moe_w4a16_frag_kernel, moe_w4a16_frag_wide_kernel
+        from ..kernels.moe_frag import moe_w4a16_frag_kernel, moe_w4a16_frag_wide_kernel
 
         fuse = ce["FUSE_SILU"]
         ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES)
@@ -270,7 +270,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     else:
-        from .moe_decode import moe_w4a16_decode_kernel as fn
+        from ..kernels.moe_decode import moe_w4a16_decode_kernel as fn
 
         ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, DEPTH=cfg.DEPTH,
                   INTERPRET=False)
@@ -291,7 +291,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
 
 def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
     """Every (variant, config, cc) to compile, deduplicated by the config as compiled."""
-    from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
+    from ..kernels.moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 
     out, seen = [], set()
     tables = {"gemm": CONFIGS, "decode": DECODE_CONFIGS, "frag": FRAG_CONFIGS}
@@ -317,9 +317,9 @@ def frag_config_applies(variant: str, cfg) -> bool:
 
 
 def compile_sort(cc: int) -> list[dict]:
-    """The token sort's kernels (:mod:`.moe_sort`) at E = 512, BLOCK_M = 16: the count kernel in its
+    """The token sort's kernels (:mod:`sm120lab.kernels.moe_sort`) at E = 512, BLOCK_M = 16: the count kernel in its
     multi-program and one-program forms, and the place kernel."""
-    from .moe_sort import moe_sort_count_kernel, moe_sort_place_kernel, sort_constexprs
+    from ..kernels.moe_sort import moe_sort_count_kernel, moe_sort_place_kernel, sort_constexprs
 
     i32 = ("rank_ptr", "counts_ptr", "done_ptr", "start_ptr", "bend_ptr", "fill_ptr", "sorted_ids_ptr",
            "block_expert_ptr")
@@ -338,7 +338,7 @@ def compile_sort(cc: int) -> list[dict]:
 
 
 def compile_quant(cc: int) -> dict:
-    from .nvfp4_tl import nvfp4_quantize_rows_kernel
+    from ..kernels.nvfp4_tl import nvfp4_quantize_rows_kernel
 
     ptrs = {"x_ptr": "*bf16", "gs_ptr": "*fp32", "q_ptr": "*u8", "s_ptr": "*u8"}
     row = compile_kernel(nvfp4_quantize_rows_kernel, ptrs, {"BLOCK_G": 64}, cc, 4, 1,
@@ -404,44 +404,18 @@ def row_problems(r: dict) -> list[str]:
     return bad
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", help="write the table (JSON) here")
-    p.add_argument("--cc", type=int, nargs="+", default=[120, 121], help="compute capabilities (default 120 121)")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--jobs", type=int, default=1, help="compile in this many processes")
-    p.add_argument("--sample", action="store_true", help="compile only SAMPLE and print JSON")
-    args = p.parse_args(argv)
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs: expected a positive integer, got {args.jobs}")
+def build_table(ccs=(120, 121), *, sample: bool = False, progress: bool = True, n_jobs: int = 1,
+                command: str = "") -> dict:
+    """The AOT table: every variant x config compiled for each ``sm_<cc>`` (only :data:`SAMPLE` with
+    ``sample``); ``{"triton", "source_hash", "smem_limit_sm120", "command", "min_triton", "rows"}``.
+    Check it with :func:`row_problems` per row (``sm120lab dev kernel-aot`` writes it)."""
     import triton
 
-    from ..atomic_io import write_json_atomic
-    from ..cmdline import command_line
-    from ..envinfo import collect
+    todo = None
+    if sample:
+        from ..kernels.moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 
-    if args.sample:
-        from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
-
-        todo = [(v, {**CONFIGS, **DECODE_CONFIGS, **FRAG_CONFIGS}[c], cc) for cc in args.cc for v, c in SAMPLE]
-        rows = compile_all(tuple(args.cc), todo=todo, progress=not args.quiet, n_jobs=args.jobs)
-    else:
-        rows = compile_all(tuple(args.cc), progress=not args.quiet, n_jobs=args.jobs)
-    doc = {"triton": triton.__version__, "source_hash": source_hash(), "smem_limit_sm120": SM120_SMEM_LIMIT,
-           "command": command_line("python -m sm120lab.kernels.aot", argv if argv is not None else sys.argv[1:]),
-           "min_triton": {v.name: v.min_triton for v in _variants()}, "rows": rows}
-    if args.out:
-        doc["env"] = collect()
-        write_json_atomic(args.out, doc)
-    else:
-        import json
-
-        print(json.dumps(doc, indent=1))
-    bad = [(r["kernel"], r.get("config"), r.get("cc"), row_problems(r)) for r in rows if row_problems(r)]
-    for b in bad:
-        print(f"FAIL {b}", file=sys.stderr)
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        todo = [(v, {**CONFIGS, **DECODE_CONFIGS, **FRAG_CONFIGS}[c], cc) for cc in ccs for v, c in SAMPLE]
+    rows = compile_all(tuple(ccs), todo=todo, progress=progress, n_jobs=n_jobs)
+    return {"triton": triton.__version__, "source_hash": source_hash(), "smem_limit_sm120": SM120_SMEM_LIMIT,
+            "command": command, "min_triton": {v.name: v.min_triton for v in _variants()}, "rows": rows}

@@ -1,6 +1,6 @@
 """The Python APIs the FlashInfer / vLLM MoE adapters call, read from the real wheels (no import, no GPU).
 
-The adapters in this folder (``flashinfer_cutlass``, ``flashinfer_sm12x``, ``vllm_nvfp4``) cannot run
+The adapters in :mod:`sm120lab.moe.backends` (``flashinfer_cutlass``, ``flashinfer_sm12x``, ``vllm_nvfp4``) cannot run
 here: they need an SM100/SM12x GPU. What *can* be checked on any machine is that each call they make
 matches the real function: its parameter names, kinds and required arguments, and the argument-layout
 facts (dtypes, shapes, orders) the packing relies on. This module reads those from a wheel's sources
@@ -20,10 +20,10 @@ and drives each adapter on CPU tensors for every version it claims (``ApiClaim.c
 
 Command line (writes ``data/api/<dist>-<version>.json`` and refreshes ``data/api/index.json``)::
 
-    python -m sm120lab.moe.backends.api_check extract flashinfer-python 0.7.4 [--wheel PATH]
+    sm120lab dev api-check extract flashinfer-python 0.7.4 [--wheel PATH]
     PYTHONPATH=<unpacked wheel>:<its light deps> \
-        python -m sm120lab.moe.backends.api_check crosscheck flashinfer-python 0.7.4
-    python -m sm120lab.moe.backends.api_check index
+        sm120lab dev api-check crosscheck flashinfer-python 0.7.4
+    sm120lab dev api-check index
 
 Without ``--wheel`` the wheel is downloaded once into the cache (:mod:`sm120lab.pypi_wheels`).
 ``crosscheck`` imports the package and compares every recorded signature with
@@ -34,15 +34,15 @@ vLLM does not, so its records rest on the ast reading alone.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import inspect
 import json
-import sys
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..moe.backends.api_claim import ApiClaim
 
 SCHEMA = 1
 
@@ -75,23 +75,6 @@ class Fact:
     anchor: str | tuple[str, ...]
     claim: str
     after: str | None = None
-
-
-@dataclass(frozen=True)
-class ApiClaim:
-    """What an adapter claims about a package API: the versions its calls were checked against
-    (each has a ``data/api/<dist>-<version>.json``), the lowest version it runs on, the targets it
-    calls and the layout facts it relies on (ids of :data:`FACTS`)."""
-
-    dist: str
-    checked: tuple[str, ...]
-    minimum: str
-    #: target keys; a tuple inside is a set of alternatives (e.g. a module path that moved), one of
-    #: which must exist in each checked version
-    calls: tuple[str | tuple[str, ...], ...]
-    facts: tuple[str, ...] = ()
-    #: checked versions where a fact in ``facts`` is known absent and the adapter copes with it
-    optional_facts: tuple[str, ...] = field(default=())
 
 
 _FI = "flashinfer.fused_moe"
@@ -593,7 +576,7 @@ def load_record(dist: str, version: str, root: Path | None = None) -> dict:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"no API record {path}; run: python -m sm120lab.moe.backends.api_check "
+        raise FileNotFoundError(f"no API record {path}; run: sm120lab dev api-check "
                                 f"extract {dist} {version}") from None
 
 
@@ -639,7 +622,7 @@ def build_index(root: Path | None = None) -> dict:
         }
     return {"schema": SCHEMA, "packages": {d: dict(sorted(v.items())) for d, v in sorted(packages.items())},
             "adapters": adapters,
-            "command": "python -m sm120lab.moe.backends.api_check index",
+            "command": "sm120lab dev api-check index",
             "test": "tests/test_backend_api.py binds every adapter call against each checked version"}
 
 
@@ -701,82 +684,3 @@ def _write(path: Path, obj: dict) -> None:
     from sm120lab.atomic_io import write_json_atomic
 
     write_json_atomic(path, obj)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from sm120lab.cmdline import command_line
-
-    ap = argparse.ArgumentParser(prog="python -m sm120lab.moe.backends.api_check", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    ex = sub.add_parser("extract", help="record a wheel's API into data/api/<dist>-<version>.json")
-    ex.add_argument("dist", choices=sorted(TARGETS))
-    ex.add_argument("version")
-    ex.add_argument("--wheel", type=Path, help="a local .whl (default: download once into the cache)")
-    ex.add_argument("--out", type=Path, help="folder to write into (default: data/api)")
-    cx = sub.add_parser("crosscheck", help="compare a record with inspect.signature of the imported package "
-                                           "(run where that version imports, e.g. PYTHONPATH=<unpacked wheel>)")
-    cx.add_argument("dist", choices=sorted(TARGETS))
-    cx.add_argument("version")
-    cx.add_argument("--out", type=Path, help="folder of the records (default: data/api)")
-    ix = sub.add_parser("index", help="rewrite data/api/index.json from the records and the adapters")
-    ix.add_argument("--out", type=Path, help="folder (default: data/api)")
-    args = ap.parse_args(argv)
-    argv_list = sys.argv[1:] if argv is None else list(argv)
-    if args.cmd == "extract":
-        wheel = args.wheel
-        if wheel is None:
-            from sm120lab.pypi_wheels import download_wheel
-
-            try:
-                wheel = download_wheel(args.dist, args.version, quiet=False)
-            except (RuntimeError, ValueError, OSError) as exc:
-                raise SystemExit(f"version: could not get {args.dist}=={args.version}: {exc}") from None
-        elif not Path(wheel).is_file() or not str(wheel).endswith(".whl"):
-            raise SystemExit(f"--wheel: expected an existing .whl file, got {str(wheel)!r}")
-        try:
-            rec = extract(Path(wheel), args.dist, args.version,
-                          command_line("python -m sm120lab.moe.backends.api_check", argv_list))
-        except zipfile.BadZipFile as exc:
-            raise SystemExit(f"--wheel: not a readable wheel ({exc})") from None
-        out = record_path(args.dist, args.version, args.out)
-        _write(out, rec)
-        missing = [k for k, v in rec["targets"].items() if not v["found"]]
-        print(f"wrote {out} ({len(rec['targets']) - len(missing)}/{len(rec['targets'])} targets, "
-              f"{sum(f['found'] for f in rec['facts'].values())}/{len(rec['facts'])} facts)")
-        for k in missing:
-            print(f"  absent in {args.version}: {k} ({rec['targets'][k]['reason']})")
-    if args.cmd == "crosscheck":
-        from importlib import metadata
-
-        rec = load_record(args.dist, args.version, args.out)
-        try:
-            live_version = metadata.version(args.dist)
-        except metadata.PackageNotFoundError:
-            live_version = None
-        if live_version != args.version:
-            raise SystemExit(f"version: the importable {args.dist} is {live_version}, not {args.version}")
-        result = crosscheck(rec)
-        import platform
-
-        import torch
-
-        rec["import_check"] = {"command": command_line("python -m sm120lab.moe.backends.api_check", argv_list),
-                               "python": platform.python_version(), "torch": str(torch.__version__),
-                               "cuda_available": bool(torch.cuda.is_available()), "result": result}
-        _write(record_path(args.dist, args.version, args.out), rec)
-        bad = {k: v for k, v in result.items() if v.startswith("differs")}
-        print(f"{args.dist} {args.version}: {len(result) - len(bad)}/{len(result)} targets agree with the import")
-        for k, v in bad.items():
-            print(f"  {k}: {v}")
-        return 1 if bad else 0
-    out = api_dir(args.out) / "index.json"
-    _write(out, build_index(args.out))
-    print(f"wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    # run the package's copy of this module so ApiClaim is the class the adapters use
-    from sm120lab.moe.backends.api_check import main as _main
-
-    raise SystemExit(_main())
