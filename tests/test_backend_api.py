@@ -638,7 +638,7 @@ def test_extractor_matches_inspect_signature_on_a_synthetic_wheel(tmp_path, monk
 @pytest.mark.network
 def test_recorded_flashinfer_065_matches_a_fresh_extraction():
     """Re-read the small 0.6.5 wheel from PyPI (cached after the first download) and compare."""
-    from sm120lab.pypi_wheels import download_wheel
+    from sm120lab.toolchains.pypi_wheels import download_wheel
 
     whl = download_wheel("flashinfer-python", "0.6.5")
     fresh = extract(Path(whl), "flashinfer-python", "0.6.5", "x")

@@ -110,7 +110,7 @@ def test_patch_lowers_only_the_overflowing_configs_by_one_stage():
 @pytest.mark.network
 def test_spec_anchor_matches_exactly_once_in_real_065_wheel():
     pytest.importorskip("packaging")
-    from sm120lab.pypi_wheels import fetch_wheel
+    from sm120lab.toolchains.pypi_wheels import fetch_wheel
 
     spec = load_spec()
     assert spec["package"] == "flashinfer-python" and spec["import_name"] == "flashinfer"
@@ -182,7 +182,7 @@ def test_cli_prints_recorded_table(capsys):
 
 
 def test_bad_arguments_are_named():
-    from sm120lab.pypi_wheels import fetch_wheel
+    from sm120lab.toolchains.pypi_wheels import fetch_wheel
 
     with pytest.raises(ValueError, match="version"):
         fetch_wheel("flashinfer-python", "not a version")

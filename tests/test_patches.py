@@ -794,7 +794,7 @@ def test_one_extraction_cache_from_a_wheelhouse_offline(tmp_path, monkeypatch):
     """A synthetic wheel in a wheelhouse: found by parse_wheel_filename (other names ignored),
     members and prefixes extracted into one folder, a '../' member never written, absent members
     remembered, and a second request served without opening any wheel."""
-    from sm120lab import pypi_wheels as pw
+    from sm120lab.toolchains import pypi_wheels as pw
 
     monkeypatch.setenv("SM120LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(pw.WHEELHOUSE_ENV, raising=False)
@@ -891,7 +891,7 @@ def test_cli_status_without_the_package_falls_back_to_a_cached_wheel_or_names_ev
     """Not installed: `patch status` audits the newest spec-quoted version this machine holds (here a
     wheel in $SM120LAB_WHEELHOUSE); with none and no PyPI it exits 2 in one line naming every way in."""
     from sm120lab.patches.wheels import audited_versions, fallback_version
-    from sm120lab.pypi_wheels import WHEELHOUSE_ENV
+    from sm120lab.toolchains.pypi_wheels import WHEELHOUSE_ENV
 
     if importlib.util.find_spec("flashinfer") is not None:
         pytest.skip("flashinfer is installed here: status audits it")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from sm120lab.quant_error import (
+from sm120lab.nvfp4.quant_error import (
     FORMATS,
     error_table,
     fake_quant_fp8_per_tensor,

@@ -20,7 +20,7 @@ from sm120lab.nvfp4 import (
     quantize_nvfp4,
     swizzle_scales_128x4,
 )
-from sm120lab.quant_error import cuda_matches_cpu, error_table, sample_distribution, tensor_scale_effect
+from sm120lab.nvfp4.quant_error import cuda_matches_cpu, error_table, sample_distribution, tensor_scale_effect
 from sm120lab.runs import answer, results
 from sm120lab.runs.answer import Answer, Status
 

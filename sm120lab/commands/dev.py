@@ -95,7 +95,7 @@ def run_api_extract(args: argparse.Namespace) -> int:
 
     wheel = args.wheel
     if wheel is None:
-        from ..pypi_wheels import download_wheel
+        from ..toolchains.pypi_wheels import download_wheel
 
         try:
             wheel = download_wheel(args.dist, args.version, quiet=False)

@@ -173,7 +173,7 @@ def _fallback_site(package: str, err):
 
     from ..patches.spec import SpecError
     from ..patches.wheels import fallback_version, fetch_for_audit
-    from ..pypi_wheels import WHEELHOUSE_ENV
+    from ..toolchains.pypi_wheels import WHEELHOUSE_ENV
 
     ways = (f"--site DIR (an unpacked wheel or site-packages), --wheel FILE.whl, ${WHEELHOUSE_ENV}=DIR "
             f"(a folder of .whl files), or pip install {package}")

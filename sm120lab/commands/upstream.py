@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_record(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion, Version
 
-    from ..pypi_wheels import WheelUnavailable
+    from ..toolchains.pypi_wheels import WheelUnavailable
     from ..upstream import recorder
 
     try:

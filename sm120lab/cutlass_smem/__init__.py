@@ -28,7 +28,7 @@ CLI: ``sm120lab cutlass-smem [--flashinfer 0.6.5 0.7.4] [--patched] [--json FILE
 The patch's runtime effect is unverified on SM120 hardware (only compile-time sizes are proven).
 """
 
-from ..pypi_wheels import fetch_wheel
+from ..toolchains.pypi_wheels import fetch_wheel
 from .analysis import (
                        SM120_SMEM_LIMIT,
                        before_after,

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..paths import cache_root
-from ..pypi_wheels import fetch_wheel
+from ..toolchains.pypi_wheels import fetch_wheel
 from .generate import generate_sm120_sources
 from .stage_patch import apply_to_tree, load_spec, version_matches
 

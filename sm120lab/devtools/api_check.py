@@ -25,7 +25,7 @@ Command line (writes ``data/api/<dist>-<version>.json`` and refreshes ``data/api
         sm120lab dev api-check crosscheck flashinfer-python 0.7.4
     sm120lab dev api-check index
 
-Without ``--wheel`` the wheel is downloaded once into the cache (:mod:`sm120lab.pypi_wheels`).
+Without ``--wheel`` the wheel is downloaded once into the cache (:mod:`sm120lab.toolchains.pypi_wheels`).
 ``crosscheck`` imports the package and compares every recorded signature with
 ``inspect.signature`` (stored under ``import_check``; exit 1 on any difference). FlashInfer imports
 on a CPU-only machine with four light dependencies (apache-tvm-ffi, einops, tabulate, nvidia-ml-py);

@@ -173,7 +173,7 @@ def scan(version: str, *, nvcc: str | None = None, jobs: int = 2, work_dir: Path
     from ..cutlass_smem.build import find_nvcc, nvcc_version
     from ..cutlass_smem.generate import generate_sm120_sources
     from ..paths import cache_root
-    from ..pypi_wheels import fetch_wheel
+    from ..toolchains.pypi_wheels import fetch_wheel
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs: expected a positive integer, got {jobs!r}")
@@ -252,7 +252,7 @@ def ptx_compare(version: str, *, nvcc: str | None = None, work_dir: Path | None 
     from ..cutlass_smem.build import CUBLAS_HEADERS, find_nvcc, select_instantiations
     from ..cutlass_smem.generate import generate_sm120_sources
     from ..paths import cache_root
-    from ..pypi_wheels import fetch_wheel
+    from ..toolchains.pypi_wheels import fetch_wheel
 
     nvcc = find_nvcc(nvcc)
     root = fetch_wheel("flashinfer-python", version, only=WHEEL_PARTS, quiet=not progress)

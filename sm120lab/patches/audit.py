@@ -146,7 +146,7 @@ def audit_available(packages: tuple[str, ...] | list[str] = ("flashinfer-python"
         :class:`AvailableAudit`: the audits, and a one-line reason per package/wheel not audited.
         Never raises for a missing package, a failed download or a version without a spec.
     """
-    from ..pypi_wheels import local_wheels, wheelhouse_dirs
+    from ..toolchains.pypi_wheels import local_wheels, wheelhouse_dirs
     from .wheels import fetch_for_audit
 
     fallback = DEFAULT_FALLBACK if fallback is None else {normalize_package(k): tuple(v) for k, v in fallback.items()}

@@ -2,7 +2,7 @@
 
 ``wheel_subset(dist, version, members)`` extracts only the requested paths (plus the
 ``.dist-info/METADATA``) of ``dist==version`` into the one extraction cache of
-:func:`sm120lab.pypi_wheels.extract`; the wheel comes from a local wheelhouse
+:func:`sm120lab.toolchains.pypi_wheels.extract`; the wheel comes from a local wheelhouse
 (``$SM120LAB_WHEELHOUSE``), the download cache, or PyPI, in that order. vLLM 0.17.0 is a
 433 MB wheel that unpacks to gigabytes: this keeps a few of its files.
 """
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..paths import cache_root
-from ..pypi_wheels import INDEX, download_wheel, extract, local_wheels, wheelhouse_dirs
+from ..toolchains.pypi_wheels import INDEX, download_wheel, extract, local_wheels, wheelhouse_dirs
 
 __all__ = ["audited_versions", "download_wheel", "evidence_quotes", "fallback_version", "fetch_for_audit",
            "local_versions", "spec_members", "wheel_subset"]

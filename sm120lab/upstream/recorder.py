@@ -1,7 +1,7 @@
 """Writing records: one dist-version (``record``) or the whole set the workbook keeps (``record_all``).
 
 Which wheel: ``--wheel PATH`` when given; otherwise vLLM and flashinfer-python wheels are downloaded once
-into the cache (:func:`sm120lab.pypi_wheels.download_wheel`), and the metadata-only dists (torch, b12x,
+into the cache (:func:`sm120lab.toolchains.pypi_wheels.download_wheel`), and the metadata-only dists (torch, b12x,
 flashinfer-cubin, ...) are read from PyPI by HTTP range requests: only the zip directory and METADATA of
 one wheel travel (a CPython 3.12 manylinux x86_64 wheel, else a pure-Python one).
 """
@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import ValidationError
 
-from ..pypi_wheels import download_wheel
+from ..toolchains.pypi_wheels import download_wheel
 from . import extract_flashinfer, extract_torch, extract_vllm, store
 from .common import base_fields
 from .record import BaseRecord, MetadataRecord, Unavailable, parse_record

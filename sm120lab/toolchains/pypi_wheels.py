@@ -34,8 +34,8 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidName, InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .atomic_io import write_json_atomic
-from .paths import cache_root
+from ..atomic_io import write_json_atomic
+from ..paths import cache_root
 
 WHEELHOUSE_ENV = "SM120LAB_WHEELHOUSE"
 INDEX = ".sm120lab-extracted.json"

@@ -1,24 +1,4 @@
-"""``sm120lab doctor``: the machine, the stack, and which NVFP4 MoE backend should work on it.
-
-``gather()`` builds the facts on top of :func:`sm120lab.envinfo.collect` (GPU, compute
-capability, driver, CUDA runtime, every nvcc, package versions, env vars, shared memory per
-block) plus the patch audit of the installed FlashInfer / vLLM. ``verdicts(facts)`` is a pure
-function of those facts: one row per backend of the MoE registry (:mod:`sm120lab.moe.backends`,
-same names), plus the vLLM/FlashInfer MoE backends the lab has no adapter for, with ``verdict``
-(an :class:`Answer`: yes / slow / risky / emulated / no), ``why`` and ``needs`` (a patch id or
-setting). It never raises: a missing GPU, nvcc or package is a fact. The SM120 rows are
-reasoning from the wheels' sources and the project's compile probes, unverified on SM120 hardware.
-
-On a machine with a CUDA GPU, :func:`run` also *measures*: it runs the correctness harness
-(:func:`sm120lab.moe.harness.check`, preset ``tiny``) on that GPU and adds each backend's real
-verdict (correct / degraded / garbage / skipped / error) beside the predicted one.
-
-Sources for the rules: vllm 0.17.0 ``fused_moe/oracle/nvfp4.py:141-147`` (auto order),
-``cutlass_moe.py:672-678`` and ``flashinfer_cutlass_moe.py:120-128`` (SM120 accepted);
-FlashInfer 0.7.4 ``trtllm_batched_gemm_runner.cu:216-217`` (trtllm-gen cubins sm100/103/107
-only); ``notes/archflags.md`` (Triton 3.9 lowers NVFP4 dot_scaled to native
-``mma ... kind::mxf4nvf4`` on sm_120; nvcc 12.8 has sm_120a, 12.9 adds 120f/121a).
-"""
+"""The doctor's facts, rules and report (the package docstring, :mod:`sm120lab.doctor`, says what each does)."""
 
 from __future__ import annotations
 
@@ -30,8 +10,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .constants import SM120_SMEM_LIMIT
-from .envinfo import relevant_env
+from ..constants import SM120_SMEM_LIMIT
+from ..envinfo import relevant_env
 
 
 class Answer(str, Enum):
@@ -64,10 +44,10 @@ def _v(text: str | None) -> Version | None:
 def _patch_summary(package: str) -> dict[str, Any]:
     """Installed package's patch audit: version, needed-but-unapplied and harmful-applied ids."""
     try:
-        from .patches import engine
-        from .patches import textmatch as tm
-        from .patches.site import locate
-        from .patches.spec import Classification, import_name_of, load_specs
+        from ..patches import engine
+        from ..patches import textmatch as tm
+        from ..patches.site import locate
+        from ..patches.spec import Classification, import_name_of, load_specs
 
         tree = locate(package, import_name_of(package))
         specs = load_specs(package, tree.version)
@@ -89,7 +69,7 @@ def _patch_summary(package: str) -> dict[str, Any]:
 
 def gather() -> dict[str, Any]:
     """All facts the verdicts use (JSON-ready)."""
-    from .envinfo import collect
+    from ..envinfo import collect
 
     info = collect()
     gpu = info.get("gpu", {})
@@ -305,7 +285,7 @@ RULES: dict[str, Rule] = {
 
 def backend_order() -> list[str]:
     """The registry's backend names in its order, then :data:`NO_ADAPTER`."""
-    from .moe.backends import backend_names
+    from ..moe.backends import backend_names
 
     return [*backend_names(), *NO_ADAPTER]
 
@@ -340,8 +320,8 @@ def measure(device: str = "cuda", preset: str = "tiny", seed: int = 0) -> dict[s
         ``{"_harness": {"verdict": "error", "reason": ...}}`` when the harness itself failed.
     """
     try:
-        from .moe import make_moe_problem
-        from .moe.harness import check
+        from ..moe import make_moe_problem
+        from ..moe.harness import check
 
         problem = make_moe_problem(preset, seed=seed, device=device)
         result = check(problem, keep_output=False)
@@ -428,7 +408,7 @@ def render(report: dict[str, Any], console=None) -> None:
 def guide_summary(envinfo: dict | None = None) -> dict[str, Any]:
     """The decision guide's answer for this machine's GPU (or the RTX PRO 6000 off SM12x): the same
     block `sm120lab recommend` opens with, reduced to what doctor prints."""
-    from .recommend import answer_block
+    from ..recommend import answer_block
 
     try:
         b = answer_block(machine=envinfo)
@@ -467,7 +447,7 @@ def run(json_path: str | None = None, command: str = "sm120lab doctor", *, measu
     report["guide"] = guide_summary(report["envinfo"])
     report["command"] = command
     if json_path:
-        from .atomic_io import write_json_atomic
+        from ..atomic_io import write_json_atomic
 
         write_json_atomic(json_path, report)
     return report

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from .nvfp4 import dequantize_mxfp4, dequantize_nvfp4, quantize_mxfp4, quantize_nvfp4
+from . import dequantize_mxfp4, dequantize_nvfp4, quantize_mxfp4, quantize_nvfp4
 
 
 def fake_quant_nvfp4(x: torch.Tensor) -> torch.Tensor:
