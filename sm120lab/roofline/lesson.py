@@ -346,7 +346,7 @@ def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=
     except ImportError as exc:
         return None, f"sm120lab.bench.moe cannot be imported ({exc})"
     try:
-        doc = run_moe_bench(out_path, model=model, tokens=tokens, contenders=contenders, sweep=False,
+        doc = run_moe_bench(out_path, model=model, tokens=tokens, contenders=contenders, tune=False, eager=False,
                             command=command, log=lambda s: None, deadline=time.time() + budget_s)
     except Exception as exc:  # noqa: BLE001 - a failed sweep is reported in one line
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
