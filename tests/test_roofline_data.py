@@ -175,7 +175,7 @@ def test_live_sweep_calls_the_bench_with_arguments_it_takes(tmp_path, monkeypatc
     monkeypatch.setattr(moe, "run_moe_bench", fake)
     doc, why = live_sweep(tmp_path / "sweep.json", model="qwen3.5-397b-a17b")
     assert why == "" and doc == {"rows": []}
-    assert seen["sweep"] is False and set(seen["contenders"]) <= set(moe.CONTENDERS + moe.OPTIONAL_CONTENDERS)
+    assert seen["tune"] is False and set(seen["contenders"]) <= set(moe.CONTENDERS + moe.OPTIONAL_CONTENDERS)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert live_sweep(tmp_path / "sweep.json", model="qwen3.5-397b-a17b") == (None, "no CUDA GPU on this machine")
 
