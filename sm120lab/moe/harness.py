@@ -99,6 +99,9 @@ class BackendReport:
                 if dev_alt is not None:
                     out["max_cell_dev_unquantized"] = float(np.max(dev_alt)) if dev_alt.size else 0.0
                 out["per_expert_err"] = self.per_expert
+            if self.mixing is not None:
+                fin = self.mixing[np.isfinite(self.mixing)]
+                out["max_mixing_dev"] = float(fin.max()) if fin.size else 0.0
             out["flagged_experts"] = self.flagged_experts
             out["flagged_tokens"] = self.flagged_tokens
             out["format_mismatch"] = self.format_mismatch

@@ -18,9 +18,11 @@ limit is set per problem and per cell by the nearest expected output the envelop
 Rules:
 
 - ``garbage``: any out-of-envelope cell or token, any NaN/Inf/untouched element or exact-zero row,
-  or a global error above the envelope's ``garbage_rel`` / a cosine below ``garbage_cosine``
-  against the reference AND against each other expected output (twin, unquantized forward);
-- ``correct``: global error <= ``correct_rel`` and every cell within ``DEV_CORRECT`` of the twin;
+  a systematic expert, a mis-mixed token (below), or a global error above the envelope's
+  ``garbage_rel`` / a cosine below ``garbage_cosine`` (W4A4: ``garbage_rel_w4a4``) against the
+  reference AND against each other expected output (twin, unquantized forward);
+- ``correct``: global error <= ``correct_rel`` and every cell within ``DEV_CORRECT`` of the twin
+  (W4A4 backends: nothing flagged; their cells carry their own activation rounding);
 - ``degraded``: otherwise. When the cells sit farther than ``DEV_CORRECT`` from the twin but every
   cell is at most ``FORMAT_CLOSER`` x that worst deviation from the unquantized forward, the
   reason says *weight-format mismatch* (the backend computes with more precise weights than the
@@ -31,6 +33,22 @@ cell deviating more than ``DEV_CORRECT`` from its nearest expected output (beyon
 under the floor-relative cell limit: a near-cancelling output) flags its token too; every
 out-of-envelope main-run row flags its token and the experts of its cells that deviate more than
 ``DEV_CORRECT``.
+
+Per expert and per token (issue 21; thresholds and the measurements that set them in
+``notes/correctness.md``):
+
+- *systematic expert*: an expert whose pooled deviation (:func:`pooled_deviation`) is beyond its
+  rounding band, consistently across its cells, is garbage even when every output is under the
+  global limit (:func:`systematic_experts`); it names every token it served;
+- *W4A4 backends* are judged in units of their own activation-rounding band (emulated-w4a4's error
+  vs the reference in the same cell / expert / token): cells beyond ``W4A4_CELL_Z`` x band,
+  experts beyond ``W4A4_EXPERT_Z`` x band, global error beyond ``W4A4_GLOBAL_Z`` e_a, so that
+  legitimate activation quantizers (other block-scale rounding, other global scales) stay out;
+- *mixing*: a main-run token farther than ``MIX_LIMIT`` from the routing-weighted sum of the
+  backend's own per-slot outputs got wrong routing weights: garbage, the token named, no expert;
+- *shared by all experts*: with at least ``SHARED_MIN_EXPERTS`` routed experts each beyond its
+  rounding and no majority singled out, the deviation is called shared (``Judgement.shared``,
+  every routed expert flagged) and the verdict is the envelope's (correct, degraded or garbage).
 """
 
 from __future__ import annotations
