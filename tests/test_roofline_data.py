@@ -181,21 +181,25 @@ def test_live_sweep_calls_the_bench_with_arguments_it_takes(tmp_path, monkeypatc
 
 
 def test_notes_quote_the_prediction_the_data_gives():
-    """notes/roofline.md's prediction numbers are recomputed from the bench file it names."""
+    """notes/roofline.md's prediction numbers are recomputed from the bench file it names, against the
+    decision guide's ceiling (checkpoint formats + all-reduce latency), as notebook 04 computes them."""
     import re
 
-    from sm120lab.roofline import get_model, precision_plan
+    from sm120lab import recommend
+    from sm120lab.roofline import get_model
     from sm120lab.roofline.lesson import kernel_efficiency, predict_with_kernel
 
     text = (data_dir().parent / "notes" / "roofline.md").read_text()
-    m = re.search(r"With `(data/bench/moe_h200_[\d-]+\.json)`: (\S+) at T=1\s+takes ([\d.]+) us, ([\d.]+)% of its "
-                  r"([\d.]+) us floor, giving (\d+) tok/s per user = (\d+)% of the (\d+) tok/s ceiling", text)
+    m = re.search(r"With `(data/bench/moe_h200_[\w.-]+\.json)`: (\S+) at T=1\s+takes ([\d.]+) us, ([\d.]+)% of its "
+                  r"([\d.]+) us floor, giving (\d+) tok/s per user = (\d+)% of the guide's (\d+) tok/s ceiling", text)
     assert m, "notes/roofline.md: prediction sentence not found"
     path, contender, us, pct, floor, tok, share, ceil = m.groups()
     gpus = load_gpus()
     eff = kernel_efficiency(data_dir().parent / path, tokens=1, gpu=gpus["h200"])
     assert eff["contender"] == contender and f"{eff['us_median']:.1f}" == us and f"{eff['floor_us']:.1f}" == floor
     assert f"{100 * eff['eta']:.1f}" == pct
-    p = predict_with_kernel(get_model("qwen3.5-397b-a17b"), gpus["rtx-pro-6000"],
-                            precision_plan("linear-quantized", "nvfp4"), eff["eta"], tp=2, pp=2, batch=1, context=2048)
+    guide = recommend.answer("rtx-pro-6000")
+    s = guide.setup
+    p = predict_with_kernel(get_model(s.model), gpus["rtx-pro-6000"], guide.ceiling.precision, eff["eta"], tp=s.tp,
+                            pp=s.pp, batch=1, context=s.context, collective_latency_us=guide.ceiling.latency_us)
     assert (f"{p['predicted_tok_s']:.0f}", f"{p['pct_of_ceiling']:.0f}", f"{p['ceiling_tok_s']:.0f}") == (tok, share, ceil)
