@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from .records import BENCH_SCHEMA_VERSION, BenchDoc, bench_rows, select
+
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
 CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped")
 OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop", "oai-matmul-ogs-mxfp4")
@@ -319,7 +321,8 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     table = TileTable.load(tiles_path) if tiles_path.is_file() else TileTable(
         device=target.name, verified=True, source="sm120lab bench moe --tune (CUDA-graph medians on this device)")
     out_path = Path(out_path)
-    doc = {"env": collect(), "command": command, "model": cfg.name, "seed": seed,
+    doc = {"schema_version": BENCH_SCHEMA_VERSION, "env": collect(), "command": command, "model": cfg.name,
+           "seed": seed,
            "shape": {"E": cfg.E, "k": cfg.k, "H": cfg.H, "I": cfg.I}, "target": target.as_dict(),
            "tiles": {"path": str(tiles_path), "tuned_here": tune, "verified": table.verified,
                      "entries_before": len(table.entries)},
@@ -543,12 +546,10 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     return doc
 
 
-def find_row(doc: dict, t: int, contender: str, op: str, timing: str = "cuda_graph") -> dict | None:
-    """The row of (T, contender, op) with this timing mode, or None."""
-    for r in doc["rows"]:
-        if r["T"] == t and r["contender"] == contender and r["op"] == op and r.get("timing") == timing:
-            return r
-    return None
+def find_row(doc: dict | BenchDoc, t: int, contender: str, op: str, timing: str = "cuda_graph") -> dict | None:
+    """The row of (T, contender, op) with this timing mode as recorded (a dict), or None."""
+    hit = select(bench_rows(doc), op, timing, contender=contender, T=t)
+    return hit[0].as_dict() if hit else None
 
 
 def evaluate_targets(doc: dict) -> dict:

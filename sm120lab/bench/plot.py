@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .records import BenchDoc, bench_doc
 
-def pct_of_floor(doc: dict, contender: str, op: str = "moe", timing: str = "cuda_graph") -> list[tuple[int, float]]:
+
+def pct_of_floor(doc: BenchDoc | dict, contender: str, op: str = "moe",
+                 timing: str = "cuda_graph") -> list[tuple[int, float]]:
     """[(T, % of the NVFP4 weight-byte floor)] for one contender's CUDA-graph rows, sorted by T."""
-    floors = doc.get("floor_us", {})
-    pts = []
-    for r in doc["rows"]:
-        if r["contender"] == contender and r["op"] == op and r.get("timing") == timing and str(r["T"]) in floors:
-            pts.append((r["T"], 100.0 * floors[str(r["T"])][op] / r["us_median"]))
-    return sorted(pts)
+    doc = bench_doc(doc)
+    floors = doc.floor_us
+    return sorted((r.T, 100.0 * floors[str(r.T)][op] / r.us_median)
+                  for r in doc.rows_for(op, timing, contender=contender) if str(r.T) in floors)
 
 
-def plot_moe(doc: dict, path: str | Path | None = None, ax=None):
+def plot_moe(doc: BenchDoc | dict, path: str | Path | None = None, ax=None):
     """Draw % of floor vs T for every contender; save to ``path`` (PNG) when given. Returns the path or the axes."""
     import matplotlib
+
+    doc = bench_doc(doc)
 
     if path is not None and ax is None:
         matplotlib.use("Agg")
@@ -32,7 +35,7 @@ def plot_moe(doc: dict, path: str | Path | None = None, ax=None):
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    names = sorted({r["contender"] for r in doc["rows"] if r["op"] == "moe"})
+    names = sorted({r.contender for r in doc.rows_for(op="moe", timing=None)})
     for name in names:
         pts = pct_of_floor(doc, name)
         if pts:
@@ -43,9 +46,9 @@ def plot_moe(doc: dict, path: str | Path | None = None, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("tokens T")
     ax.set_ylabel("% of NVFP4 weight-byte floor (higher is better)")
-    s = doc.get("shape", {})
-    gpu = doc.get("env", {}).get("gpu", {}).get("name", "")
-    ax.set_title(f"{doc.get('model')} MoE layer on {gpu} (E={s.get('E')}, k={s.get('k')}, H={s.get('H')}, "
+    s = doc.shape
+    gpu = doc.gpu or ""
+    ax.set_title(f"{doc.model} MoE layer on {gpu} (E={s.get('E')}, k={s.get('k')}, H={s.get('H')}, "
                  f"I={s.get('I')})", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

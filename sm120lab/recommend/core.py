@@ -20,11 +20,13 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from ..paths import data_dir, repo_root
 from .setup import GPU, Setup, parse_gpu, resolve_setup
@@ -67,9 +69,15 @@ CPU_KINDS: tuple[tuple[str, Evidence], ...] = (
 RULES_PATH = "data/recommendations.yaml"
 
 
-@dataclass
-class Item:
-    """One recommendation. ``evidence`` is computed; ``here`` says what this machine has (auto)."""
+#: the version of a guide item as ``sm120lab recommend --json`` writes it (``items[]``)
+ITEM_SCHEMA_VERSION = 1
+
+
+class Item(BaseModel):
+    """One recommendation (a typed record: :meth:`to_dict` is its JSON, ``Item.model_validate`` reads it
+    back). ``evidence`` is computed; ``here`` says what this machine has (auto)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     setting: str
     value: str
@@ -80,11 +88,10 @@ class Item:
     topic: Topic = Topic.VERSIONS
     here: str = ""
 
-    def to_dict(self) -> dict[str, str]:
-        d = asdict(self)
-        d["evidence"] = self.evidence.value
-        d["topic"] = self.topic.value
-        return d
+    schema_version: int = ITEM_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
 
 @dataclass

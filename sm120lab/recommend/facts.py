@@ -401,22 +401,24 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
         where ``vs_bf16 = t(baseline) / t(contender)`` (> 1: the contender is faster) and
         ``pct_copy_bw`` is the whole layer's achieved bytes/s over the measured copy bandwidth.
     """
-    d = _load(path)
-    rows = [r for r in d["rows"] if r.get("op", "moe") == "moe" and r.get("timing") == "cuda_graph"]
+    from ..bench.records import load_bench
+
+    d = load_bench(path)
+    rows = d.rows_for(op="moe", timing="cuda_graph")
 
     def t(name, T):
-        hit = [r["us_median"] for r in rows if r["contender"] == name and r["T"] == T]
+        hit = [r.us_median for r in rows if r.contender == name and r.T == T]
         return hit[0] if hit else None
 
-    Ts = sorted({r["T"] for r in rows if r["contender"] == contender and t(baseline, r["T"])})
+    Ts = sorted({r.T for r in rows if r.contender == contender and t(baseline, r.T)})
     return {
-        "gpu": d["env"]["gpu"]["name"].replace("NVIDIA ", ""),
+        "gpu": d.gpu.replace("NVIDIA ", ""),
         "us_T1": t(contender, 1),
         "vs_bf16_T1": t(baseline, 1) / t(contender, 1),
         "Tmax": Ts[-1],
         "vs_bf16_Tmax": t(baseline, Ts[-1]) / t(contender, Ts[-1]),
-        "pct_copy_bw": {r["T"]: r["pct_copy_bw"] for r in rows if r["contender"] == contender},
-        "copy_GBps": d["ceilings"]["copy_GBps"],
+        "pct_copy_bw": {r.T: r.pct_copy_bw for r in rows if r.contender == contender},
+        "copy_GBps": d.ceilings["copy_GBps"],
     }
 
 

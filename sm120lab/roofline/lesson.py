@@ -22,10 +22,11 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..bench.records import load_bench
 from .ceiling import ceiling, moe_layer_floor_us
 from .decode import Precision, precision_plan, step_cost
 from .hardware import GPUSpec
-from .measured import load_bench, moe_layer_table
+from .measured import moe_layer_table
 from .models import ModelConfig, get_model
 from .routing import expected_distinct_from_inclusion, zipf_inclusion_probabilities
 
@@ -160,16 +161,15 @@ def kernel_efficiency(bench_file: Path, *, tokens: int, gpu: GPUSpec, prefix: st
         has no such row.
     """
     doc = load_bench(bench_file)
-    model = get_model(str(doc["model"]))
-    rows = [r for r in doc["rows"] if r.get("op") == "moe" and int(r["T"]) == tokens
-            and str(r["contender"]).startswith(prefix) and str(r.get("timing", "")).startswith("cuda_graph")
-            and r.get("us_median")]
+    model = get_model(doc.model)
+    rows = [r for r in doc.rows_for(op="moe", timing="cuda_graph", T=tokens)
+            if r.contender.startswith(prefix) and r.us_median]
     if not rows:
         return None
-    best = min(rows, key=lambda r: r["us_median"])
+    best = min(rows, key=lambda r: r.us_median)
     floor = moe_layer_floor_us(model, tokens, gpu.mem_bw_GBps, weight_format=weight_format)
-    return {"contender": best["contender"], "T": tokens, "us_median": float(best["us_median"]), "floor_us": floor,
-            "eta": floor / float(best["us_median"]), "file": f"data/bench/{Path(bench_file).name}",
+    return {"contender": best.contender, "T": tokens, "us_median": best.us_median, "floor_us": floor,
+            "eta": floor / best.us_median, "file": f"data/bench/{Path(bench_file).name}",
             "gpu": gpu.gpu}
 
 
@@ -297,7 +297,6 @@ def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide
 def newest_bench_file(files: list[Path], model: str | None = None) -> Path | None:
     """The newest ``data/bench/moe_*.json`` by the date in its name (then by name); with ``model``,
     only files recorded for that model preset (their ``model`` field)."""
-    import json
 
     if model is not None:
         def of_model(p: Path) -> bool:
@@ -352,7 +351,3 @@ def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     return doc, ""
 
-
-def read_bench(path: Path) -> dict:
-    """A bench JSON document (for files written by :func:`live_sweep` outside ``data/bench``)."""
-    return json.loads(Path(path).read_text())
