@@ -172,24 +172,6 @@ def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=N
     raise ValueError(f"no w13-only variant for {name!r}")
 
 
-def make_w2(name: str, layer: BenchLayer, x, ids, tw, *, configs=None):
-    """Only the w2 GEMM of the baseline Triton kernel (bf16 intermediate drawn at random)."""
-    if name != "triton-w4a16-baseline":
-        raise ValueError(f"no w2-only variant for {name!r}")
-    from ..kernels.moe_layer import _weight_args, launch_moe_gemm
-    from ..kernels.moe_sort import moe_sort
-
-    cfg2 = configs[1]
-    sorted_ids, block_expert = moe_sort(ids, layer.E, cfg2.BLOCK_M)
-    wa = _weight_args(layer.w2, "w2")
-    inter = torch.randn(ids.numel(), layer.I, device=x.device).to(torch.bfloat16)
-    out = torch.empty(ids.numel(), layer.H, dtype=torch.float32, device=x.device)
-    twf = tw.reshape(-1).contiguous()
-    return lambda: launch_moe_gemm(inter, inter, twf, wa, out, twf, sorted_ids, block_expert, n=layer.H, k=layer.I,
-                                   num_slots=ids.numel(), a_row_div=1, n_up=0, a_mode=0, fuse_silu=False,
-                                   mul_routing=True, cfg=cfg2)
-
-
 def make_sort(layer: BenchLayer, ids, block_m: int):
     from ..kernels.moe_sort import moe_sort
 

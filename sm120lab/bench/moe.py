@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from ..nvfp4.quant_error import relative_error
 from .records import BENCH_SCHEMA_VERSION, BenchDoc, bench_rows, select
 
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
@@ -74,7 +75,8 @@ def default_out_path(root: str | Path = "data/bench", name: str | None = None) -
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm())
+    """||a - b||_F / ||b||_F (:func:`sm120lab.nvfp4.quant_error.relative_error` with ``b`` the reference)."""
+    return relative_error(b, a)
 
 
 def _written(out: torch.Tensor) -> bool:

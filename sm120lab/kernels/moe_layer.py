@@ -115,7 +115,7 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
 def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, num_slots, a_row_div, n_up,
                   fuse_silu, mul_routing, cfg: DecodeConfig, fast: bool):
     """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots)."""
-    e, nw, k = w.shape
+    e, _, k = w.shape
     kw = k // 8
     bkw = min(cfg.BLOCK_KW, kw)
     while kw % bkw:

@@ -48,8 +48,6 @@ import torch
 from ..nvfp4 import NVFP4Tensor, pack_e2m1, unpack_e2m1
 from ..nvfp4.swizzle import swizzle_scales_128x4
 
-#: codes per int32 word
-CODES_PER_WORD = 8
 #: E2M1 codes decode to E4M3 patterns of e2m1 * 2**-6 (the decode kernel), so alpha = 2**6 / gs
 DECODE_SHIFT = 64.0
 #: the fragment kernel's weights are e2m1 * SF * 2**-7 (bf16 e2m1*2**-126 times SF*2**119), alpha = 2**7 / gs

@@ -54,6 +54,15 @@ FORMATS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], float]] = {
 
 
 def relative_error(x: torch.Tensor, x_hat: torch.Tensor) -> float:
+    """``||x - x_hat||_F / ||x||_F`` in float64, ``x`` the reference (the one relative error of the package).
+
+    Args:
+        x: the reference tensor.
+        x_hat: its approximation (same shape).
+
+    Returns:
+        The relative Frobenius error as a Python float.
+    """
     x64, h64 = x.double(), x_hat.double()
     return float((x64 - h64).norm() / x64.norm())
 
