@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..bench.records import load_bench
+from ..bench.records import Timing, bench_doc, load_bench
 from .ceiling import ceiling, moe_layer_floor_us
 from .decode import Precision, precision_plan, step_cost
 from .hardware import GPUSpec
@@ -310,16 +310,16 @@ def newest_bench_file(files: list[Path], model: str | None = None) -> Path | Non
         if files else None
 
 
-def bench_figures(doc: dict) -> dict[str, dict]:
+def bench_figures(doc) -> dict[str, dict]:
     """The rows of a bench document as ``sm120lab compare`` bench figures (one per op/contender/timing/T)."""
     out = {}
-    for r in doc.get("rows", []):
-        if not r.get("us_median"):
+    for r in bench_doc(doc).rows_for(op=None, timing=None):
+        if not r.us_median:
             continue
-        timing = "graph" if str(r.get("timing", "")).startswith("cuda_graph") else (r.get("timing") or "eager")
-        spread = (r["us_p90"] - r["us_p10"]) / r["us_median"] if r.get("us_p90") and r.get("us_p10") else None
-        out[f"{r['op']}_us:{r['contender']}:{timing}:T{r['T']}"] = {
-            "value": float(r["us_median"]), "unit": "us", "lower_is_better": True, "spread": spread}
+        timing = "graph" if r.timing is Timing.CUDA_GRAPH else "eager"
+        spread = (r.us_p90 - r.us_p10) / r.us_median if r.us_p90 and r.us_p10 else None
+        out[f"{r.op.value}_us:{r.contender}:{timing}:T{r.T}"] = {
+            "value": r.us_median, "unit": "us", "lower_is_better": True, "spread": spread}
     return out
 
 
@@ -351,3 +351,347 @@ def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     return doc, ""
 
+
+
+# ---- notebook 04's tables and figures, as text and matplotlib figures --------------------------------------------
+
+
+def _fmt1(x) -> str:
+    return f"{x:.1f}"
+
+
+def step_cost_text(model: ModelConfig, plan: Precision, precision: str, context: int, batches: Iterable[int]) -> str:
+    """Section 1: the model's shape, parameters, the GB read per decode step by weight group at each
+    batch in ``batches``, the distinct experts per layer and the B=1 arithmetic intensity (FLOP/byte)."""
+    import pandas as pd
+
+    from .decode import PRECISION_PLANS
+
+    batches = list(batches)
+    cfg = model
+    lines = [f"{cfg.name}: {cfg.n_layers} layers ({cfg.n_full_attn_layers} full attention, "
+             f"{cfg.n_sliding_attn_layers} sliding, {cfg.n_linear_attn_layers} Gated DeltaNet), "
+             f"E={cfg.n_experts} top-{cfg.top_k}, H={cfg.hidden}, I={cfg.moe_intermediate}, vocab {cfg.vocab}",
+             f"parameters: {cfg.total_params() / 1e9:.1f} B total, {cfg.active_params() / 1e9:.2f} B active per token",
+             f"precision plan '{precision}': {PRECISION_PLANS[precision]}"]
+    costs = {b: step_cost(cfg, plan, b, context) for b in batches}
+    per_step = pd.DataFrame({f"B={b}": {**{k: v / 1e9 for k, v in c.bytes.items()}, "TOTAL": c.total_bytes / 1e9}
+                             for b, c in costs.items()})
+    lines += ["GB read per decode step (whole model):", per_step.to_string(float_format=lambda x: f"{x:.3f}"),
+              f"distinct routed experts per layer: { {f'B={b}': round(c.distinct_experts, 1) for b, c in costs.items()} }"]
+    c1 = step_cost(cfg, plan, 1, context)
+    lines.append(f"B=1: {c1.total_flops / 1e9:.1f} GFLOP per token, {c1.total_flops / c1.total_bytes:.2f} FLOP/byte "
+                 "(a GPU needs hundreds of FLOP/byte to be compute-bound: decode is bandwidth-bound)")
+    return "\n".join(lines)
+
+
+def gpu_table(hw):
+    """Section 2: the hardware table's columns, each tensor rate marked ``(derived)`` (from a sparse
+    headline) or ``(unsourced)`` as its source column says."""
+    import pandas as pd
+
+    table = hw[["gpu", "compute_capability", "mem_bw_GBps", "mem_GB", "smem_per_block_bytes", "pcie_GBps_per_dir",
+                "nvlink_GBps_per_dir"]].copy()
+    for col, src in (("bf16_dense_TFLOPs", "bf16_source"), ("fp8_dense_TFLOPs", "fp8_source"),
+                     ("fp4_dense_TFLOPs", "fp4_source")):
+        table[col.replace("_dense_TFLOPs", " TFLOP/s")] = [
+            ("-" if pd.isna(v) else f"{v:g}") + (" (unsourced)" if str(s).startswith("UNSOURCED")
+                                                 else " (derived)" if str(s).startswith("derived") else "")
+            for v, s in zip(hw[col], hw[src])]
+    return table
+
+
+def _fitting_rows(ceil_table):
+    return ceil_table[ceil_table["B"].notna()].astype({"B": int})
+
+
+def ceiling_report(ceil_table, model: ModelConfig, *, gpus: list[str], weight_format: str, precision: str, tp: int,
+                   pp: int, context: int, routing: str, batches: list[int]) -> str:
+    """Section 3: per-user ceiling by GPU and users B (:func:`ceiling_table`), then the memory held
+    per GPU at the largest B and the GPUs that have no ceiling."""
+    lines = [f"{model.name}, {weight_format} '{precision}', TP{tp} x PP{pp}, context {context}, {routing} routing",
+             "per-user ceiling, tok/s (rows: GPU; columns: concurrent users B):"]
+    ok_rows = _fitting_rows(ceil_table)
+    lines.append(ok_rows.pivot(index="gpu", columns="B", values="per_user_tok_s").reindex(
+        [g for g in gpus if g in set(ok_rows["gpu"])]).to_string(float_format=_fmt1))
+    lines.append(f"\nmemory held per GPU at B={max(batches)} (weights + KV cache + linear state + activations):")
+    for _, r in ok_rows[ok_rows["B"] == max(batches)].iterrows():
+        lines.append(f"  {r['gpu']:<13} {r['GB_held_per_gpu']:7.1f} GB of {r['mem_GB']:g} GB: "
+                     f"{'fits' if r['fits'] else 'does NOT fit'}; bound: {r['bound']}")
+    for _, r in ceil_table[ceil_table["B"].isna()].iterrows():
+        lines.append(f"  {r['gpu']:<13} no ceiling: {r['note']}")
+    return "\n".join(lines)
+
+
+def plot_ceilings(ceil_table, model: ModelConfig, *, tp: int, pp: int, batches: list[int]):
+    """Section 3's figure: per-user ceiling vs users B per GPU (dotted where the model does not fit)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for (g, grp), marker in zip(_fitting_rows(ceil_table).groupby("gpu", sort=False), "osD^v"):
+        fits = grp["fits"].all()
+        ax.plot(grp["B"], grp["per_user_tok_s"], marker=marker, ls="-" if fits else ":", mfc="none" if fits else None,
+                label=g + ("" if fits else " (does not fit: dotted)"))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("concurrent users B")
+    ax.set_ylabel("per-user ceiling, tok/s")
+    ax.set_title(f"{model.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user")
+    ax.legend(fontsize=8)
+    plt.tight_layout()
+    return fig
+
+
+def measured_ceiling_text(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec], names: list[str], *,
+                          tp: int, pp: int, batches: list[int], context: int, routing: str) -> str:
+    """The H200's ceiling at its measured copy bandwidth (the recorded bench run), when it has one."""
+    h200 = gpus["h200"]
+    if not (h200.measured_copy_GBps and "h200" in names):
+        return "no measured H200 ceilings recorded in data/bench/: datasheet values only"
+    meas = ceiling_table(model, plan, gpus, ["h200"], tp=tp, pp=pp, batches=batches, context=context,
+                         routing=routing, bandwidth="measured")
+    return (f"h200 at the measured {h200.measured_copy_GBps:,.0f} GB/s ({h200.measured_source}):\n"
+            + meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound", "bandwidth"]].to_string(index=False))
+
+
+#: section 4's columns of :func:`seed_rows` and their printed names
+SEED_COLUMNS = {"backend": "backend", "cuda": "CUDA", "concurrency": "users", "tok_s": "tok/s",
+                "correct_output": "correct", "ceiling_linear-quantized": "ceiling", "pct_linear-quantized": "%",
+                "ceiling_experts-only": "ceiling (experts-only)", "pct_experts-only": "% (experts-only)"}
+
+
+def seed_table_text(seed, spec: GPUSpec) -> str:
+    """Section 4: the seed's rows with the ceiling of each plan and their share of it."""
+    return (f"per-user tok/s and ceilings for 4x RTX PRO 6000 TP2 PP2 (datasheet {spec.mem_bw_GBps:g} GB/s, "
+            f"PCIe {spec.pcie_GBps_per_dir:g} GB/s per direction); % = share of the ceiling\n"
+            + seed[list(SEED_COLUMNS)].rename(columns=SEED_COLUMNS).to_string(index=False, float_format=_fmt1,
+                                                                             na_rep="-"))
+
+
+def concurrency_grid(batches: Iterable[int], top: int = 64, n: int = 25):
+    """The users B of section 5's curves: ``batches`` and ``n`` log-spaced points up to ``top``."""
+    import numpy as np
+
+    return np.unique(np.concatenate([np.array(list(batches)), np.geomspace(1, top, n).round()])).astype(int)
+
+
+def ceiling_curves_text(panels, unmatched, *, precision: str, batches) -> str:
+    """Section 5: each :func:`ceiling_curves` panel's ceiling at B=1 and at the largest B, and every
+    published point on it as a share of the ceiling; then the rows without a ceiling."""
+    lines = []
+    for gpu_name, m, ptp, ppp, grp, curve in panels:
+        lines.append(f"ceiling {m.name} on {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}: per user "
+                     f"{curve[0].per_user_tok_s:.1f} tok/s at B=1, aggregate {curve[-1].aggregate_tok_s:.0f} tok/s at "
+                     f"B={batches[-1]}")
+        for _, r in grp.iterrows():
+            lines.append(f"    {r['backend']}, c={r['concurrency']}: {r['per_user_tok_s']:.1f} tok/s per user = "
+                         f"{r[f'pct_{precision}']:.0f}% of the ceiling ({r['source_url']})")
+    for (model_name, url), grp in unmatched.groupby(["model", "source_url"]):
+        lines.append(f"no ceiling for {len(grp)} published rows: model '{model_name}' is not a preset "
+                     f"({grp['hardware'].iloc[0]}; {url})")
+    return "\n".join(lines)
+
+
+def plot_ceiling_curves(panels, batches):
+    """Section 5's figure: per panel the per-user and aggregate ceiling vs users, published points on it."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    for ax, (gpu_name, m, ptp, ppp, grp, curve) in zip(axes[0], panels):
+        ax.plot(batches, [c.per_user_tok_s for c in curve], "k-", label="ceiling, per user")
+        ax.plot(batches, [c.aggregate_tok_s for c in curve], "k--", label="ceiling, aggregate")
+        for i, (backend, g2) in enumerate(grp.groupby("backend")):
+            ax.plot(g2["concurrency"], g2["per_user_tok_s"], "o", color=f"C{i}", label=f"{backend} (per user)")
+            ax.plot(g2["concurrency"], g2["aggregate_tok_s"], "s", mfc="none", color=f"C{i}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("concurrent sequences")
+        ax.set_ylabel("tok/s (circles: per user, squares: aggregate)")
+        ax.set_title(f"{m.name}, {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}", fontsize=10)
+        ax.legend(fontsize=7)
+    plt.tight_layout()
+    return fig
+
+
+def zipf_skew_text(skew, model: ModelConfig) -> str:
+    """Section 5: :func:`zipf_skew_table` pivoted by users B and skew s."""
+    return (f"{model.name} on 4x rtx-pro-6000 TP2 PP2 (s=0 is uniform routing); per-user ceiling by skew:\n"
+            + skew.pivot(index="B", columns="zipf_s", values=["distinct_experts", "per_user_tok_s"])
+            .to_string(float_format=_fmt1))
+
+
+def live_table_text(doc) -> str:
+    """Section 6: this machine's short sweep (:func:`live_sweep`), MoE-layer us by contender, timing and T."""
+    import pandas as pd
+
+    doc = bench_doc(doc)
+    tab = pd.DataFrame([r.as_dict() for r in doc.rows_for(op="moe", timing=None)])
+    return (f"this machine ({doc.gpu}), MoE layer us by contender and T:\n"
+            + tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string())
+
+
+def best_moe_row(doc, tokens: int = 1):
+    """The fastest MoE-layer row (any timing) at ``tokens`` of a bench document, or None."""
+    rows = [r for r in bench_doc(doc).rows_for(op="moe", timing=None, T=tokens) if r.us_median]
+    return min(rows, key=lambda r: r.us_median) if rows else None
+
+
+def recorded_moe_text(moe_tab, bench_file: Path, model: ModelConfig, bandwidth_GBps: float) -> str:
+    """Section 6: the recorded sweep's MoE-layer us and % of the memory floor (:func:`moe_layer_vs_floor`),
+    and the distinct experts its routings touched against E(1-(1-k/E)^T)."""
+    import pandas as pd
+
+    from .measured import measured_active_experts
+    from .routing import expected_distinct_uniform
+
+    lines = [f"recorded: data/bench/{bench_file.name} ({moe_tab['gpu'].iloc[0]}); floor at the measured copy "
+             f"bandwidth {bandwidth_GBps:,.0f} GB/s; {model.n_layers} MoE layers per decode step",
+             "\nMoE layer time, us:",
+             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string(),
+             "\n% of the memory floor reached:",
+             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="pct_of_floor").to_string()]
+    act = pd.DataFrame(measured_active_experts([bench_file]))
+    if not act.empty:
+        act["E[distinct] formula"] = [expected_distinct_uniform(int(r.E), int(r.k), int(r.T)) for r in act.itertuples()]
+        lines += ["\ndistinct experts the benchmark's uniform routings touched vs E(1-(1-k/E)^T):",
+                  act[["T", "active_experts", "E[distinct] formula"]].to_string(index=False,
+                                                                                float_format=lambda x: f"{x:.2f}")]
+    return "\n".join(lines)
+
+
+def plot_moe_only(moe_tab, model: ModelConfig, bandwidth_GBps: float, *, weight_format: str = "nvfp4"):
+    """Section 6's figure: MoE-layer-only tok/s per user vs T per contender, against the memory floor."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for (contender, timing), g in moe_tab.groupby(["contender", "timing"]):
+        ax.plot(g["T"], g["moe_only_per_user_tok_s"], "o-", label=f"{contender} [{timing}]")
+    Ts = np.array(sorted(moe_tab["T"].unique()))
+    ax.plot(Ts, [1e6 / (model.n_layers * moe_layer_floor_us(model, T, bandwidth_GBps, weight_format=weight_format))
+                 for T in Ts], "k--", label=f"MoE-layer memory floor at {bandwidth_GBps:,.0f} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens per step (T = concurrent users)")
+    ax.set_ylabel("tok/s per user, MoE layers only")
+    ax.set_title(f"recorded H200 MoE layer, {model.name}: MoE-layer-only tok/s")
+    ax.legend(fontsize=7)
+    plt.tight_layout()
+    return fig
+
+
+def prediction_text(prediction: dict, efficiency: dict, seed, h200: GPUSpec) -> str:
+    """Section 7: per users T, the kernel's share of its floor on the H200 and the predicted tok/s
+    (:func:`predict_with_kernel`) beside Marlin's recorded share of the ceiling."""
+    if not prediction:
+        return "no recorded Triton MoE-layer sweep in data/bench/: no prediction"
+    lines = []
+    for T, p in prediction.items():
+        e = efficiency[T]
+        marlin = seed_value(seed, "Marlin", T, "tok_s")
+        ceil = seed_value(seed, "Marlin", T, "ceiling_linear-quantized")
+        lines.append(f"{T} user{'s' if T > 1 else ''}: {e['contender']} reached {100 * e['eta']:.1f}% of its floor on "
+                     f"the H200 ({e['us_median']:.1f} us vs {e['floor_us']:.1f} us at {h200.mem_bw_GBps:g} GB/s, "
+                     f"{e['file']})")
+        lines.append(f"   ceiling {p['ceiling_tok_s']:.0f} tok/s -> predicted {p['predicted_tok_s']:.0f} tok/s per "
+                     f"user ({p['pct_of_ceiling']:.0f}% of the ceiling); Marlin recorded {marlin:.1f} = "
+                     f"{100 * marlin / ceil:.0f}%")
+    return "\n".join(lines)
+
+
+#: the published columns notebook 04 records (``results/04_throughput.json``, ``published_vs_ceiling``)
+RECORDED_PUBLISHED = ["source_url", "hardware", "model", "backend", "cuda", "concurrency", "tok_s", "tok_s_basis",
+                      "correct_output", "ceiling_linear-quantized", "pct_linear-quantized", "ceiling_experts-only",
+                      "pct_experts-only"]
+
+
+def results_record(params: dict, ceil_table, pub, prediction: dict, efficiency: dict, measured_here: str | None) -> dict:
+    """What notebook 04 records: its parameters, the ceiling table, the published rows against their
+    ceilings, the prediction (with the contender and file it came from) and the live sweep's file."""
+    import numpy as np
+
+    return {
+        "params": params,
+        "ceiling_table": ceil_table.replace({np.nan: None}).to_dict("records"),
+        "published_vs_ceiling": pub[RECORDED_PUBLISHED].replace({np.nan: None}).to_dict("records"),
+        # a prediction from recorded data (which file, which contender), not a timing of this machine
+        "prediction_triton_on_seed_setup": {str(T): {**p, "contender": efficiency[T]["contender"],
+                                                     "from": efficiency[T]["file"]} for T, p in prediction.items()},
+        "measured_here": measured_here,
+    }
+
+
+def guide_prediction(guide, spec: GPUSpec, efficiency: dict) -> dict:
+    """Per users T: :func:`predict_with_kernel` for the decision guide's own setup (``guide`` is
+    :func:`sm120lab.recommend.answer`'s result: its model, TP, PP, context, the precision and all-reduce
+    latency its ceiling counts) at the ``eta`` the kernel reached (``efficiency[T]``, :func:`kernel_efficiency`)."""
+    gs = guide.setup
+    return {T: predict_with_kernel(get_model(gs.model), spec, guide.ceiling.precision, eff["eta"], tp=gs.tp, pp=gs.pp,
+                                   batch=T, context=gs.context, collective_latency_us=guide.ceiling.latency_us)
+            for T, eff in efficiency.items() if eff}
+
+
+def headline_rows(guide, guide_gpu: str, seed, seed_ceiling, model: ModelConfig, *, weight_format: str, context: int,
+                  live, live_why: str, live_file: str, prediction: dict, efficiency: dict) -> list[tuple[str, ...]]:
+    """Notebook 04's verdict box as ``(claim, value, status, why)`` rows (status: a
+    :class:`sm120lab.runs.answer.Status` value): the guide's do-this line, its decode ceiling for its own
+    setup, the seed's backends as shares of that ceiling, whether the model fits at 64 users, this
+    machine's T=1 MoE layer, and the prediction for the guide's setup with this project's kernel."""
+    marlin1, fi1, fi1a = (seed_value(seed, b, 1, "tok_s") for b in
+                          ("Marlin", "FlashInfer CUTLASS 120f", "FlashInfer CUTLASS 120a"))
+    gs, ceil = guide.setup, guide.ceiling
+    ceil1 = ceil.per_user_tok_s
+    at64 = seed_ceiling.iloc[-1]
+    setup_name = f"{gs.n_gpus}x {guide_gpu}, {gs.model}, TP{gs.tp} PP{gs.pp}, {gs.users} user(s)"
+    rows = [
+        ("what to run (the decision guide's do-this block)", guide.block.serve_line, "info",
+         f"{guide.block.install}; verify: {guide.block.verify}"),
+        (f"decode ceiling of {setup_name}", f"{ceil1:.0f} tok/s", "info",
+         f"{ceil.counted}; {ceil.ceiling.bound}-bound; all-reduce latency "
+         f"{ceil.latency_us:g} us each (without it: {ceil.without_latency.per_user_tok_s:.0f} tok/s)"),
+        ("the seed's backends, as a share of that ceiling",
+         f"Marlin {marlin1:.1f} = {100 * marlin1 / ceil1:.0f}%, FlashInfer CUTLASS 120f {fi1:.1f} = "
+         f"{100 * fi1 / ceil1:.0f}%, 120a {fi1a:.2f} = {100 * fi1a / ceil1:.0f}%", "warn",
+         "published per-user tok/s (flashinfer#2723) over the guide's ceiling; section 4"),
+        (f"{model.name} {weight_format} fits on 4x RTX PRO 6000 TP2 PP2", "yes" if at64["fits"] else "NO",
+         "ok" if at64["fits"] else "bad",
+         f"{at64['GB_held_per_gpu']:.1f} GB of {at64['mem_GB']:g} GB per GPU at 64 users x {context} tokens "
+         f"(weights {at64['weights_GB_per_gpu']:.1f} GB + KV cache + linear state + activations)"),
+    ]
+    if live is not None:
+        best = best_moe_row(live, tokens=1)
+        rows.append((f"one {model.name} MoE layer measured on this GPU ({bench_doc(live).gpu}), T=1",
+                     f"{best.us_median:.1f} us ({best.contender})" if best else "no T=1 row",
+                     "info" if best else "bad", f"short sweep written to {live_file} in this run"))
+    else:
+        rows.append((f"one {model.name} MoE layer measured on this machine", "not run", "not_run",
+                     f"{live_why}; the recorded H200 sweep is shown in section 6, not recorded as this run's"))
+    if prediction:
+        p1, e1 = prediction[1], efficiency[1]
+        rows.append((f"prediction: {setup_name} with this project's Triton MoE kernel",
+                     f"{p1['predicted_tok_s']:.0f} tok/s = {p1['pct_of_ceiling']:.0f}% of the ceiling "
+                     f"(Marlin: {100 * marlin1 / ceil1:.0f}%)", "info",
+                     f"PREDICTION, unverified on SM120 hardware: MoE layers at the {100 * e1['eta']:.0f}% of their "
+                     f"floor that {e1['contender']} reached on the H200 ({e1['file']}), the rest at its ceiling"))
+    else:
+        rows.append(("prediction with this project's Triton MoE kernel", "not run", "not_run",
+                     "no recorded MoE-layer sweep in data/bench/"))
+    return rows
+
+
+def model_sources_text(model: ModelConfig) -> str:
+    """The model card links a preset's shape comes from, one per line, and its note."""
+    return "\n".join([f"- {s}" for s in model.sources] + ([f"note: {model.notes}"] if model.notes else []))
+
+
+def measured_gpu_text(spec: GPUSpec) -> str:
+    """What the recorded bench run measured on a GPU: copy bandwidth (and its share of the datasheet), bf16 rate."""
+    return (f"measured on the H200: copy {spec.measured_copy_GBps:,.0f} GB/s "
+            f"({100 * spec.measured_copy_GBps / spec.mem_bw_GBps:.0f}% of the datasheet {spec.mem_bw_GBps:g}), "
+            f"bf16 matmul {spec.measured_bf16_TFLOPs:,.0f} TFLOP/s; from {spec.measured_source}")
+
+
+def guide_seed_text(seed_guide) -> str:
+    """Section 4: the seed's rows against the guide's ceiling of each row's own setup."""
+    return seed_guide[["backend", "concurrency", "tok_s", "ceiling_guide", "pct_guide"]].to_string(
+        index=False, float_format=_fmt1, na_rep="-")
