@@ -16,22 +16,17 @@
 #   with the toolkits this machine has, to show the recording still holds here.
 
 # %%
-import json
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
-import torch
-from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
 
 from sm120lab import cutlass_smem, recommend
-from sm120lab.archflags import matrix as mx
+from sm120lab.archflags import lesson
 from sm120lab.archflags.probes import get_probe
-from sm120lab.archflags.summary import CODES, cell_code, cells_frame, describe, find, grid, load
+from sm120lab.archflags.summary import cells_frame, load
 from sm120lab.archflags.verdicts import verdict_table
 from sm120lab.constants import SM120_SMEM_LIMIT
-from sm120lab.cutlass_smem.analysis import configs
+from sm120lab.cutlass_smem.analysis import overflow_summary, overflow_text
 from sm120lab.paths import data_dir
 from sm120lab.runs import answer, results
 from sm120lab.runs.answer import Answer, Status
@@ -53,80 +48,24 @@ guide_gpu = "rtx-pro-6000"   # the decision guide's GPU: rtx-pro-6000 | rtx-5090
 # %%
 # The recorded matrix, the claims it settles, and the recorded CUTLASS shared-storage sizes.
 matrix = load(matrix_json)
-tks_in = [t["name"] for t in matrix["toolkits"]]
-newest = sorted(tks_in, key=lambda v: tuple(map(int, v.split("."))))[-1]
+tks_in, newest = lesson.toolkit_names(matrix), lesson.newest_toolkit(matrix)
 cells = cells_frame(matrix)
 verdict_df = verdict_table(matrix)
 if compile_cutlass:
     for version in ("0.6.5", "0.7.4"):
         cutlass_smem.measure_cached(version, jobs=jobs)
-smem_results = {(r["flashinfer_version"], r["patched"]): r for r in cutlass_smem.recorded()}
-over = {v: [d for d in configs(r, dedupe_output_type=False) if not d["fits"]]
-        for (v, patched), r in smem_results.items() if not patched}
-kinds = {v: len(r["records"]) for (v, patched), r in smem_results.items() if not patched}
-over_after = {v: sum(not d["fits"] for d in configs(r, dedupe_output_type=False))
-              for (v, patched), r in smem_results.items() if patched}
+smem_results = cutlass_smem.recorded()
+over, kinds, over_after = overflow_summary(smem_results)
 
 # Recompile a subset here (CPU only: needs a CUDA toolkit, not a GPU).
-live, live_why = None, "live_compile=False"
-if live_compile:
-    try:
-        tks, tgs, prs = mx.resolve(toolkits, targets or ["sm_120", "sm_120a", "sm_120f", "compute_120f->sm_121a",
-                                                        "compute_120a->sm_121a"],
-                                   probes or ["mma_nvfp4", "arch_conditional", "macros"])
-        live = mx.run_matrix(tks, tgs, prs, jobs=jobs, progress=False)
-    except Exception as exc:  # noqa: BLE001 - no toolkit here: one line, no traceback
-        live_why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-live_rows = []
-for c in (live or {}).get("cells", []):
-    rec = find(matrix, c["toolkit"], c["probe"], c["target"])
-    same = rec is not None and (rec["status"], rec["sass"], rec["stub"]) == (c["status"], c["sass"], c["stub"])
-    live_rows.append({"toolkit": c["toolkit"], "probe": c["probe"], "target": c["target"], "status": c["status"],
-                      "sass": ", ".join(c["sass"]), "seconds": c["seconds"],
-                      "matches recording": "yes" if same else ("not recorded" if rec is None else "NO")})
-
+live, live_rows, live_why = (lesson.live_compare(matrix, toolkits, targets, probes, jobs=jobs) if live_compile
+                             else (None, [], "live_compile=False"))
 # Run the probes on this machine's GPU (any CUDA GPU; SM120 probes only on SM12x).
-gpu, gpu_why = None, "gpu_probes=False"
-if gpu_probes and torch.cuda.is_available():
-    try:
-        from sm120lab.archflags.gpu_run import run_gpu_probes
-        gpu = run_gpu_probes()
-    except Exception as exc:  # noqa: BLE001 - one line, no traceback
-        gpu_why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-elif gpu_probes:
-    gpu_why = "no CUDA GPU on this machine"
+gpu, gpu_why = lesson.gpu_probe_run(gpu_probes)
 
 # %%
-box = []
-for _, row in verdict_df.iterrows():
-    box.append(Answer(row["claim"], row["verdict"], Status.info,
-                      "recorded compile matrix: " + "; ".join(row["evidence"].split(" | ")[:2])))
-if over:
-    tiles = sorted({f"{d['tile']} {d['epilogue']}" for ds in over.values() for d in ds})
-    worst = max((d for ds in over.values() for d in ds), key=lambda d: d["kernel_smem"])
-    box.append(Answer(f"FlashInfer SM120 NVFP4 grouped-GEMM tiles over the {SM120_SMEM_LIMIT:,} B limit",
-                      f"{len(tiles)} tiles: {', '.join(tiles)} ({worst['kernel_smem']:,} B)", Status.bad,
-                      "; ".join(f"FlashInfer {v}: {len(ds)} of {kinds[v]} kernel types" for v, ds in sorted(over.items()))
-                      + "; with the stage-count patch: "
-                      + ", ".join(f"{n} over ({v})" for v, n in sorted(over_after.items()))))
-else:
-    box.append(Answer("FlashInfer SM120 shared-memory overflow", "not run", Status.not_run,
-                      "no CUTLASS shared-memory data in data/cutlass_smem/ (sm120lab cutlass-smem)"))
-if live_rows:
-    n_same = sum(r["matches recording"] == "yes" for r in live_rows)
-    box.append(Answer("the recorded matrix holds on this machine", "yes" if n_same == len(live_rows) else "NO",
-                      Status.ok if n_same == len(live_rows) else Status.bad,
-                      f"{n_same} of {len(live_rows)} cells recompiled with CUDA {', '.join(sorted({r['toolkit'] for r in live_rows}))} "
-                      "match"))
-else:
-    box.append(Answer("the recorded matrix holds on this machine", "not run", Status.not_run, live_why))
-if gpu is not None:
-    ok = [r for r in gpu["results"] if r.get("ok")]
-    box.append(Answer(f"probe kernels run correctly on this GPU ({gpu.get('device', 'CUDA GPU')})",
-                      f"{len(ok)} of {len(gpu['results'])}", Status.ok if len(ok) == len(gpu["results"]) else Status.bad,
-                      ", ".join(f"{r['probe']}@{r['target']}: {'ok' if r.get('ok') else 'FAILED'}" for r in gpu["results"])))
-else:
-    box.append(Answer("probe kernels run correctly on this GPU", "not run", Status.not_run, gpu_why))
+box = [Answer(claim, value, Status(status), why) for claim, value, status, why in lesson.headline_rows(
+    verdict_df, over, kinds, over_after, live_rows, live_why, gpu, gpu_why, SM120_SMEM_LIMIT)]
 answer.show(box)
 _ = answer.record(box, "02_arch_flags")
 
@@ -160,19 +99,7 @@ _ = answer.record(box, "02_arch_flags")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for version, rows_over in sorted(over.items()):
-    seen = set()
-    for d in rows_over:
-        key = (d["tile"], d["epilogue"], d["swap_ab"])
-        if key in seen:
-            continue
-        seen.add(key)
-        print(f"FlashInfer {version}, NVFP4 {d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}: "
-              f"{d['stages']} x {d['stage_bytes']:,} + {d['epilogue_tensors']:,} + {d['other_bytes']:,} = "
-              f"{d['parts_bytes']:,} B of parts; aligned to 1024 B = {d['kernel_smem']:,} B "
-              f"{'>' if d['kernel_smem'] > SM120_SMEM_LIMIT else '<='} {SM120_SMEM_LIMIT:,} B")
-    print(f"   {len(rows_over)} of {kinds[version]} instantiated kernel types (one per tile, epilogue, swap-AB "
-          f"and output type) over the limit; after the stage-count patch: {over_after.get(version, 'not measured')}")
+print(overflow_text(over, kinds, over_after))
 
 # %%
 if smem_results:
@@ -199,23 +126,11 @@ else:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print("recorded:", matrix["envinfo"]["timestamp_utc"], "on", matrix["envinfo"]["host"], "by:", matrix["command"])
-print(pd.DataFrame(matrix["toolkits"])[["name", "version", "frontend", "origin"]].to_string(index=False))
+print(lesson.recording_text(matrix))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-MACROS = ["__CUDA_ARCH__", "__CUDA_ARCH_SPECIFIC__", "__CUDA_ARCH_FAMILY_SPECIFIC__",
-          "__CUDA_ARCH_FEAT_SM120_ALL", "__CUDA_ARCH_FEAT_SM121_ALL"]
-macro_rows = []
-for tk in [t["name"] for t in matrix["toolkits"]]:
-    for tg in ["sm_120", "sm_120a", "sm_120f", "sm_121a", "sm_121f", "compute_120f->sm_121a"]:
-        c = find(matrix, tk, "macros", tg)
-        if c is None or not c["macros"]:
-            macro_rows.append({"toolkit": tk, "target": tg, **{m: "" for m in MACROS}, "note": c["status"] if c else "-"})
-            continue
-        macro_rows.append({"toolkit": tk, "target": tg, **{m: c["macros"].get(m, "-") for m in MACROS}, "note": ""})
-macro_df = pd.DataFrame(macro_rows).rename(columns=lambda s: s.replace("__CUDA_ARCH", "").strip("_") or s)
-print(macro_df.to_string(index=False))
+print(lesson.macro_table(matrix).to_string(index=False))
 
 # %% [markdown]
 # Read off the table: `f` defines only `__CUDA_ARCH_FAMILY_SPECIFIC__`, never `__CUDA_ARCH_FEAT_SM120_ALL`,
@@ -232,23 +147,7 @@ print(macro_df.to_string(index=False))
 # **ptxas** = rejected by `ptxas`; **arch** = the toolkit does not know the target name.
 
 # %%
-COLORS = {"feature": "#2ca02c", "accepted": "#98df8a", "stub": "#ff7f0e", "ptxas": "#d62728",
-          "arch": "#7f7f7f", "error": "#000000"}
-cmap = ListedColormap([COLORS[c] for c in CODES])
-fig, axes = plt.subplots(len(tks_in), 1, figsize=(13, 3.8 * len(tks_in)), squeeze=False)
-for ax, tk in zip(axes[:, 0], tks_in):
-    g = grid(matrix, tk)
-    ax.imshow(g.map(CODES.index).to_numpy(), cmap=cmap, vmin=0, vmax=len(CODES) - 1, aspect="auto")
-    ax.set_xticks(range(g.shape[1]), [c.replace("->", "→") for c in g.columns], fontsize=8, rotation=30, ha="right")
-    ax.set_yticks(range(g.shape[0]), g.index, fontsize=8)
-    for (i, j), code in np.ndenumerate(g.to_numpy()):
-        ax.text(j, i, code, ha="center", va="center", fontsize=6, color="white" if code in ("ptxas", "arch", "error") else "black")
-    ax.set_title(f"CUDA {tk} ({next(t['frontend'] for t in matrix['toolkits'] if t['name'] == tk)})")
-    ax.set_xlabel("compile target")
-    ax.set_ylabel("probe kernel")
-handles = [Patch(color=COLORS[c], label=c) for c in CODES]
-fig.legend(handles=handles, loc="upper center", ncol=len(CODES), title="cell outcome", fontsize=8)
-fig.tight_layout(rect=(0, 0, 1, 0.97))
+fig = lesson.plot_matrix(matrix)
 plt.show()
 
 # %% [markdown]
@@ -256,10 +155,7 @@ plt.show()
 
 # %%
 # NBVAL_CHECK_OUTPUT
-ev = cells[(cells.toolkit == newest) & (cells.code == "feature") & (cells.frontend != "triton")]
-ev_table = (ev.assign(sass=ev["sass"].map(", ".join)).groupby(["probe", "sass"])["target"]
-            .agg(lambda s: " ".join(t for t in s if "->" not in t)).reset_index())
-print(ev_table.to_string(index=False))
+print(lesson.sass_evidence_table(cells, newest).to_string(index=False))
 
 # %% [markdown]
 # Does the toolkit matter once it accepts the target? Every cell two toolkits share, compared by
@@ -267,20 +163,7 @@ print(ev_table.to_string(index=False))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for older, newer in zip(tks_in, tks_in[1:]):
-    both, diffs = 0, []
-    for c in matrix["cells"]:
-        if c["toolkit"] != older:
-            continue
-        o = find(matrix, newer, c["probe"], c["target"])
-        if o is None or "arch" in (cell_code(c), cell_code(o)):
-            continue
-        both += 1
-        if (cell_code(c), c["sass"]) != (cell_code(o), o["sass"]):
-            diffs.append(f"{c['probe']} {c['target']}: {older} {cell_code(c)} vs {newer} {cell_code(o)}")
-    print(f"{older} vs {newer}: {both} cells accepted-or-rejected by both, {len(diffs)} differ")
-    for line in diffs:
-        print("   ", line)
+print(lesson.toolkit_diff_text(matrix))
 
 # %% [markdown]
 # `mma_fp8` shows the one surprise: plain FP8 `mma.sync` compiles everywhere from `sm_89`, but only
@@ -291,10 +174,8 @@ for older, newer in zip(tks_in, tks_in[1:]):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for tk in tks_in:
-    for tg in ["compute_120f->sm_121a", "compute_120f->sm_121f", "compute_120f->sm_121", "compute_120a->sm_121a",
-               "compute_120->sm_121"]:
-        print(describe(find(matrix, tk, "mma_nvfp4", tg)))
+print(lesson.describe_cells(matrix, tks_in, ["mma_nvfp4"], ["compute_120f->sm_121a", "compute_120f->sm_121f",
+                            "compute_120f->sm_121", "compute_120a->sm_121a", "compute_120->sm_121"]))
 
 # %% [markdown]
 # ## 5. The `printf`-stub trap of plain `compute_120`
@@ -307,9 +188,8 @@ for tk in tks_in:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for probe in ["arch_conditional", "arch_conditional_feat_only", "mma_nvfp4"]:
-    for tg in ["sm_120", "sm_120a", "sm_120f", "sm_121"]:
-        print(describe(find(matrix, newest, probe, tg)))
+print(lesson.describe_cells(matrix, [newest], ["arch_conditional", "arch_conditional_feat_only", "mma_nvfp4"],
+                            ["sm_120", "sm_120a", "sm_120f", "sm_121"]))
 stub_src = get_probe("arch_conditional").source()
 print("stub message in the probe source:", "Arch conditional MMA instruction used without targeting" in stub_src)
 
@@ -322,13 +202,7 @@ print("stub message in the probe source:", "Arch conditional MMA instruction use
 
 # %%
 # NBVAL_CHECK_OUTPUT
-tri = cells[cells.frontend == "triton"]
-if tri.empty:
-    print("no Triton rows in the recorded matrix (recorded with --no-triton or without Triton)")
-else:
-    tri_table = tri.assign(instruction=tri["ptx_instructions"].map(lambda xs: ", ".join(xs) or "-"))[
-        ["toolkit", "probe", "target", "status", "shared", "instruction"]]
-    print(tri_table.to_string(index=False))
+print(lesson.triton_text(cells))
 
 # %% [markdown]
 # ## 7. Verdicts on the seed report's claims
@@ -337,10 +211,7 @@ else:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for _, row in verdict_df.iterrows():
-    print(f"[{row['verdict']}] {row['claim']}")
-    for e in row["evidence"].split(" | "):
-        print(f"      {e}")
+print(lesson.verdicts_text(verdict_df))
 
 # %% [markdown]
 # ## 8. Recompile here
@@ -370,20 +241,7 @@ else:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-recorded_probes = data_dir() / "archflags" / "h200_probes.json"
-if recorded_probes.is_file():
-    rec = json.loads(recorded_probes.read_text())
-    print(f"data/archflags/{recorded_probes.name}: {rec['device']} (cc {rec['compute_capability']}), "
-          f"{rec['envinfo']['timestamp_utc']}")
-    print(pd.DataFrame([{k: r.get(k) for k in ("probe", "target", "ok", "max_abs_err", "error")}
-                        for r in rec["results"]]).to_string(index=False))
-for run_results in sorted((data_dir() / "runs").glob("*/results/02_arch_flags.json")):
-    probes_run = json.loads(run_results.read_text()).get("gpu_probes")
-    if probes_run:
-        print(f"run {run_results.parts[-3]}: " + ", ".join(f"{r['probe']} {'ok' if r.get('ok') else 'FAILED'}"
-                                                        for r in probes_run["results"]))
-print("this run: " + (", ".join(f"{r['probe']}@{r['target']} {'ok' if r.get('ok') else 'FAILED'}"
-                                for r in gpu["results"]) if gpu is not None else f"not run ({gpu_why})"))
+print(lesson.gpu_probes_text(data_dir(), gpu, gpu_why))
 
 # %% [markdown]
 # A recorded `wgmma` failure that a later run does not show is the probe harness's old bug (it
@@ -391,17 +249,11 @@ print("this run: " + (", ".join(f"{r['probe']}@{r['target']} {'ok' if r.get('ok'
 # the hardware: the lines above show which recording predates the fix.
 
 # %%
-_ = results.record("02_arch_flags", {
-    "claims": verdict_df[["claim", "verdict"]].to_dict("records"),
-    "recorded_matrix": {"toolkits": tks_in, "cells": len(cells), "codes": cells["code"].value_counts().to_dict()},
-    "smem_over_limit": {v: sorted({f"{d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}" for d in ds})
-                        for v, ds in over.items()},
-})
+_ = results.record("02_arch_flags", lesson.results_record(verdict_df, matrix, cells, over))
 if gpu is not None:
     _ = results.record("02_arch_flags", {"gpu_probes": gpu})
     _ = results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}":
                                                   "correct" if r.get("ok") else "garbage" for r in gpu["results"]})
-
 
 # %% [markdown]
 # ## 10. What to set: the decision guide (arch flags, toolkit and versions)

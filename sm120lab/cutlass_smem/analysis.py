@@ -143,3 +143,37 @@ def before_after(before: dict, after: dict) -> list[dict]:
                          stages_after=a[k]["stages"], smem_after=a[k]["kernel_smem"],
                          limit=a[k]["capacity"], fits_before=b[k]["fits"], fits_after=a[k]["fits"]))
     return rows
+
+
+def overflow_summary(results: list[dict]) -> tuple[dict[str, list[dict]], dict[str, int], dict[str, int]]:
+    """The recorded results (:func:`sm120lab.cutlass_smem.recorded`) per FlashInfer version:
+    ``(over, kinds, over_after)`` = the unpatched kernel configs over SM120's limit (every output type),
+    the number of kernel types, and how many stay over with the stage-count patch."""
+    by = {(r["flashinfer_version"], r["patched"]): r for r in results}
+    over = {v: [d for d in configs(r, dedupe_output_type=False) if not d["fits"]]
+            for (v, patched), r in by.items() if not patched}
+    kinds = {v: len(r["records"]) for (v, patched), r in by.items() if not patched}
+    over_after = {v: sum(not d["fits"] for d in configs(r, dedupe_output_type=False))
+                  for (v, patched), r in by.items() if patched}
+    return over, kinds, over_after
+
+
+def overflow_text(over: dict[str, list[dict]], kinds: dict[str, int], over_after: dict[str, int]) -> str:
+    """Per version each overflowing (tile, epilogue, swap-AB) with its arithmetic:
+    ``stages x stage bytes + epilogue tensors + other = parts``, aligned to 1024 B, against the limit."""
+    lines = []
+    for version, rows_over in sorted(over.items()):
+        seen = set()
+        for d in rows_over:
+            key = (d["tile"], d["epilogue"], d["swap_ab"])
+            if key in seen:
+                continue
+            seen.add(key)
+            lines.append(f"FlashInfer {version}, NVFP4 {d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}: "
+                         f"{d['stages']} x {d['stage_bytes']:,} + {d['epilogue_tensors']:,} + {d['other_bytes']:,} = "
+                         f"{d['parts_bytes']:,} B of parts; aligned to 1024 B = {d['kernel_smem']:,} B "
+                         f"{'>' if d['kernel_smem'] > SM120_SMEM_LIMIT else '<='} {SM120_SMEM_LIMIT:,} B")
+        lines.append(f"   {len(rows_over)} of {kinds[version]} instantiated kernel types (one per tile, epilogue, "
+                     f"swap-AB and output type) over the limit; after the stage-count patch: "
+                     f"{over_after.get(version, 'not measured')}")
+    return "\n".join(lines)
