@@ -258,7 +258,7 @@ if live == "auto" and torch.cuda.is_available():
 
     from sm120lab.bench.moe import run_moe_bench
 
-    live_doc = run_moe_bench(os.path.join(tempfile.mkdtemp(), "live_bench.json"), tokens=tuple(live_tokens), sweep=True, check=True,
+    live_doc = run_moe_bench(os.path.join(tempfile.mkdtemp(), "live_bench.json"), tokens=tuple(live_tokens), tune=False, check=True,
                              command="notebook 07", log=lambda m: None)
     plot_moe(live_doc)
     plt.show()

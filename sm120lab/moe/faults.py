@@ -266,13 +266,14 @@ class OneExpertFault(FaultyBackend):
         from .reference import moe_reference_slots
 
         e = target_expert(problem)
-        hidden, ids, f64 = problem.hidden.cpu(), problem.topk_ids.cpu(), torch.float64
+        # on the problem's own device (its weights live there), pooled on the CPU
+        hidden, ids, f64 = problem.hidden, problem.topk_ids, torch.float64
         ref = moe_reference_slots(hidden, ids, problem.w13, problem.w2)
         bad = grouped_moe_forward(hidden.to(f64), ids, None, problem.config.E, lambda x: self.w13_of(problem, x, f64),
                                   lambda x: self.w2_of(problem, x, f64), per_slot=True)
-        num = ((bad - ref) ** 2).sum(-1).numpy()
-        den = (ref ** 2).sum(-1).numpy()
-        return float(expert_pool(num, den, ids.numpy(), problem.config.E)[e])
+        num = ((bad - ref) ** 2).sum(-1).cpu().numpy()
+        den = (ref ** 2).sum(-1).cpu().numpy()
+        return float(expert_pool(num, den, ids.cpu().numpy(), problem.config.E)[e])
 
     def expected_experts(self, problem):
         from .verdict import EXPERT_DEV
