@@ -26,23 +26,30 @@ def _stub(c: dict | None) -> bool:
     return c is not None and c["status"] == "accepted" and bool(c.get("stub"))
 
 
+def _two_cells(matrix: dict, toolkit: str | None, a: tuple[str, str], b: tuple[str, str], holds,
+               true: str = "TRUE") -> tuple[str, list[str]]:
+    """A claim decided by two (probe, target) cells of one toolkit: NOT TESTED when either is missing,
+    ``true`` when ``holds(cell_a, cell_b)``, else FALSE; with both cells described as evidence."""
+    ca = find(matrix, toolkit, *a) if toolkit else None
+    cb = find(matrix, toolkit, *b) if toolkit else None
+    if ca is None or cb is None:
+        v = "NOT TESTED"
+    else:
+        v = true if holds(ca, cb) else "FALSE"
+    return v, [describe(ca), describe(cb)]
+
+
 def verdicts(matrix: dict) -> list[dict]:
     tks = _toolkits(matrix)
     newest = tks[-1] if tks else None
     out = []
 
     # 1. plain compute_120: the CUTLASS error is a run-time stub, not a compile error
-    c_stub = find(matrix, newest, "arch_conditional", "sm_120") if newest else None
-    c_direct = find(matrix, newest, "mma_nvfp4", "sm_120") if newest else None
-    if c_stub is None or c_direct is None:
-        v = "NOT TESTED"
-    elif _stub(c_stub) and c_direct["status"] == "rejected-ptxas":
-        v = "TRUE (at run time, not compile time)"
-    else:
-        v = "FALSE"
+    v, ev = _two_cells(matrix, newest, ("arch_conditional", "sm_120"), ("mma_nvfp4", "sm_120"),
+                       lambda stub, direct: _stub(stub) and direct["status"] == "rejected-ptxas",
+                       "TRUE (at run time, not compile time)")
     out.append({"claim": "compute_120 gives 'Arch conditional MMA instruction used without targeting "
-                         "appropriate compute capability'",
-                "verdict": v, "evidence": [describe(c_stub), describe(c_direct)]})
+                         "appropriate compute capability'", "verdict": v, "evidence": ev})
 
     # 2. 120a enables the block-scaled MMA from CUDA 12.8
     rows = {tk: find(matrix, tk, "mma_nvfp4", "sm_120a") for tk in tks}
@@ -67,16 +74,10 @@ def verdicts(matrix: dict) -> list[dict]:
                 "evidence": [describe(c) for c in f_rows.values()]})
 
     # 4. one 120f build serves SM121; a 120a build does not
-    c_f = find(matrix, newest, "mma_nvfp4", "compute_120f->sm_121a") if newest else None
-    c_a = find(matrix, newest, "mma_nvfp4", "compute_120a->sm_121a") if newest else None
-    if c_f is None or c_a is None:
-        v = "NOT TESTED"
-    elif _ok(c_f) and c_a["status"] == "rejected-ptxas":
-        v = "TRUE"
-    else:
-        v = "FALSE"
+    v, ev = _two_cells(matrix, newest, ("mma_nvfp4", "compute_120f->sm_121a"), ("mma_nvfp4", "compute_120a->sm_121a"),
+                       lambda f, a: _ok(f) and a["status"] == "rejected-ptxas")
     out.append({"claim": "one compute_120f build serves SM121 (DGX Spark); a compute_120a build does not",
-                "verdict": v, "evidence": [describe(c_f), describe(c_a)]})
+                "verdict": v, "evidence": ev})
 
     # 5. 120a and 120f give the same machine code for the MMA
     c_a = find(matrix, newest, "mma_nvfp4", "sm_120a") if newest else None

@@ -208,12 +208,18 @@ def _flashinfer_sm12x(f: Facts):
     return Answer.YES, "FlashInfer SM12x CuTe-DSL MoE runner is importable (unverified on SM120 hardware)", ""
 
 
-def _triton_w4a16(f: Facts):
-    if f.triton is None:
-        return Answer.NO, "Triton not installed", "pip install triton"
+def _w4a16_on_sm80(f: Facts, version, package: str, yes: str, needs: str):
+    """A W4A16 backend (FP4 weights dequantized in-kernel, bf16 MMA): installed and cc >= 8.0, or why not."""
+    if version is None:
+        return Answer.NO, f"{package} not installed", f"pip install {package.lower()}"
     if f.major >= 8:
-        return Answer.YES, "in-kernel FP4->bf16 dequant + bf16 tl.dot: any cc >= 8.0", ""
-    return Answer.NO, f"bf16 tl.dot needs cc >= 8.0, have {f.sm}", ""
+        return Answer.YES, yes, ""
+    return Answer.NO, f"{needs} needs cc >= 8.0, have {f.sm}", ""
+
+
+def _triton_w4a16(f: Facts):
+    return _w4a16_on_sm80(f, f.triton, "Triton", "in-kernel FP4->bf16 dequant + bf16 tl.dot: any cc >= 8.0",
+                          "bf16 tl.dot")
 
 
 def _triton_w4a4(f: Facts):
@@ -234,11 +240,8 @@ def _triton_w4a4(f: Facts):
 
 
 def _vllm_marlin(f: Facts):
-    if f.vllm is None:
-        return Answer.NO, "vLLM not installed", "pip install vllm"
-    if f.major >= 8:
-        return Answer.YES, "W4A16: FP4 weights dequantized in-kernel, bf16 MMA (seed: 46-49 tok/s on SM120)", ""
-    return Answer.NO, f"Marlin needs cc >= 8.0, have {f.sm}", ""
+    return _w4a16_on_sm80(f, f.vllm, "vLLM", "W4A16: FP4 weights dequantized in-kernel, bf16 MMA (seed: 46-49 tok/s "
+                          "on SM120)", "Marlin")
 
 
 def _flashinfer_trtllm(f: Facts):

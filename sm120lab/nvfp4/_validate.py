@@ -17,16 +17,18 @@ def check_float_tensor(name: str, x: object) -> torch.Tensor:
     return x
 
 
+def _raise_first(name: str, x: torch.Tensor, mask: torch.Tensor, what: str, hint: str) -> None:
+    """Raise ``ValueError`` when ``mask`` has a True element: how many, the first one's index and value, ``hint``."""
+    count = int(mask.sum())
+    if count:
+        first = tuple(int(i) for i in torch.nonzero(mask)[0].tolist())
+        raise ValueError(f"{name} has {count} {what}; first at index {first}: {x[first].item()!r}. {hint}")
+
+
 def check_finite(name: str, x: torch.Tensor) -> None:
     """Raise ``ValueError`` naming how many elements are NaN/Inf and the first one's index."""
-    bad = ~torch.isfinite(x)
-    count = int(bad.sum())
-    if count:
-        first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
-        raise ValueError(
-            f"{name} has {count} non-finite value(s) (NaN/Inf); first at index {first}: "
-            f"{x[first].item()!r}. Pass allow_nonfinite=True to saturate Inf to +-6 and map NaN to +6."
-        )
+    _raise_first(name, x, ~torch.isfinite(x), "non-finite value(s) (NaN/Inf)",
+                 "Pass allow_nonfinite=True to saturate Inf to +-6 and map NaN to +6.")
 
 
 def check_fp32_range(name: str, x: torch.Tensor) -> None:
@@ -35,13 +37,8 @@ def check_fp32_range(name: str, x: torch.Tensor) -> None:
     if x.dtype != torch.float64:
         return
     big = torch.isfinite(x) & (x.abs() > torch.finfo(torch.float32).max)
-    count = int(big.sum())
-    if count:
-        first = tuple(int(i) for i in torch.nonzero(big)[0].tolist())
-        raise ValueError(
-            f"{name} has {count} finite value(s) beyond the fp32 range (|x| > {torch.finfo(torch.float32).max:.4g}); "
-            f"first at index {first}: {x[first].item()!r}. The formats compute in fp32: divide x by a power "
-            f"of two first and fold it into the scale.")
+    _raise_first(name, x, big, f"finite value(s) beyond the fp32 range (|x| > {torch.finfo(torch.float32).max:.4g})",
+                 "The formats compute in fp32: divide x by a power of two first and fold it into the scale.")
 
 
 def check_dtype(name: str, t: object, dtypes: tuple, what: str) -> torch.Tensor:

@@ -116,6 +116,20 @@ def _opt_str(d: dict, key: str, where: str) -> str | None:
     return value
 
 
+def _entries(raw: dict, key: str, name: str):
+    """``(where, entry)`` for each mapping in the spec's list ``key`` (``where`` names it in errors)."""
+    for i, entry in enumerate(raw.get(key) or []):
+        where = f"{name}: {key}[{i}]"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where}: expected a mapping")
+        yield where, entry
+
+
+def _prose(d: dict, where: str) -> dict[str, str]:
+    """An entry's required ``purpose`` (stripped) and ``evidence`` (trailing newlines dropped)."""
+    return {"purpose": _req(d, "purpose", where).strip(), "evidence": _req(d, "evidence", where).rstrip("\n")}
+
+
 def parse_spec_file(text: str, name: str) -> dict:
     """Validate one YAML spec file; returns a dict with ``package``, ``import_name``,
     ``versions`` (SpecifierSet), ``patches`` and ``settings`` lists."""
@@ -134,10 +148,7 @@ def parse_spec_file(text: str, name: str) -> dict:
     except InvalidSpecifier as exc:
         raise SpecError(f"{name}: field 'versions' is not a PEP 440 specifier set: {exc}") from exc
     patches = []
-    for i, p in enumerate(raw.get("patches") or []):
-        where = f"{name}: patches[{i}]"
-        if not isinstance(p, dict):
-            raise SpecError(f"{where}: expected a mapping")
+    for where, p in _entries(raw, "patches", name):
         pid = _req(p, "id", where)
         if not _ID_RE.match(pid):
             raise SpecError(f"{where}: id {pid!r} must be kebab-case (a-z, 0-9, '-')")
@@ -163,23 +174,18 @@ def parse_spec_file(text: str, name: str) -> dict:
             raise SpecError(f"{where}: default_apply must be true or false")
         patches.append(Patch(
             id=pid, file=file_, anchor=anchor, replacement=repl, classification=Classification(cls),
-            purpose=_req(p, "purpose", where).strip(), evidence=_req(p, "evidence", where).rstrip("\n"),
-            upstreamed_in=upstreamed_in, seed_ref=_opt_str(p, "seed_ref", where),
+            **_prose(p, where), upstreamed_in=upstreamed_in, seed_ref=_opt_str(p, "seed_ref", where),
             default_apply=default_apply, source=name,
         ))
     settings = []
-    for i, s in enumerate(raw.get("settings") or []):
-        where = f"{name}: settings[{i}]"
-        if not isinstance(s, dict):
-            raise SpecError(f"{where}: expected a mapping")
+    for where, s in _entries(raw, "settings", name):
         sid = _req(s, "id", where)
         env = _req(s, "env", where, (dict,))
         replaces = s.get("replaces") or []
         if not isinstance(replaces, list) or not all(isinstance(r, str) for r in replaces):
             raise SpecError(f"{where}: 'replaces' must be a list of patch ids")
         settings.append(Setting(
-            id=sid, env={str(k): str(v) for k, v in env.items()}, replaces=tuple(replaces),
-            purpose=_req(s, "purpose", where).strip(), evidence=_req(s, "evidence", where).rstrip("\n"),
+            id=sid, env={str(k): str(v) for k, v in env.items()}, replaces=tuple(replaces), **_prose(s, where),
             source=name,
         ))
     return {"package": package, "import_name": import_name, "versions": versions,

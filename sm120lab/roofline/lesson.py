@@ -401,6 +401,18 @@ def gpu_table(hw):
     return table
 
 
+def _finish(ax, xlabel: str, ylabel: str, title: str, *, logy: bool = False, legend_size: int = 7,
+            title_size: int | None = None) -> None:
+    """The axes of notebook 04's figures: log2 x (users or tokens), optional log y, labels, title, legend."""
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, **({"fontsize": title_size} if title_size else {}))
+    ax.legend(fontsize=legend_size)
+
+
 def _fitting_rows(ceil_table):
     return ceil_table[ceil_table["B"].notna()].astype({"B": int})
 
@@ -432,12 +444,9 @@ def plot_ceilings(ceil_table, model: ModelConfig, *, tp: int, pp: int, batches: 
         fits = grp["fits"].all()
         ax.plot(grp["B"], grp["per_user_tok_s"], marker=marker, ls="-" if fits else ":", mfc="none" if fits else None,
                 label=g + ("" if fits else " (does not fit: dotted)"))
-    ax.set_xscale("log", base=2)
+    _finish(ax, "concurrent users B", "per-user ceiling, tok/s",
+            f"{model.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user", legend_size=8)
     ax.set_xticks(batches, [str(b) for b in batches])
-    ax.set_xlabel("concurrent users B")
-    ax.set_ylabel("per-user ceiling, tok/s")
-    ax.set_title(f"{model.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user")
-    ax.legend(fontsize=8)
     plt.tight_layout()
     return fig
 
@@ -503,12 +512,8 @@ def plot_ceiling_curves(panels, batches):
         for i, (backend, g2) in enumerate(grp.groupby("backend")):
             ax.plot(g2["concurrency"], g2["per_user_tok_s"], "o", color=f"C{i}", label=f"{backend} (per user)")
             ax.plot(g2["concurrency"], g2["aggregate_tok_s"], "s", mfc="none", color=f"C{i}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("concurrent sequences")
-        ax.set_ylabel("tok/s (circles: per user, squares: aggregate)")
-        ax.set_title(f"{m.name}, {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}", fontsize=10)
-        ax.legend(fontsize=7)
+        _finish(ax, "concurrent sequences", "tok/s (circles: per user, squares: aggregate)",
+                f"{m.name}, {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}", logy=True, title_size=10)
     plt.tight_layout()
     return fig
 
@@ -570,12 +575,8 @@ def plot_moe_only(moe_tab, model: ModelConfig, bandwidth_GBps: float, *, weight_
     Ts = np.array(sorted(moe_tab["T"].unique()))
     ax.plot(Ts, [1e6 / (model.n_layers * moe_layer_floor_us(model, T, bandwidth_GBps, weight_format=weight_format))
                  for T in Ts], "k--", label=f"MoE-layer memory floor at {bandwidth_GBps:,.0f} GB/s")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("tokens per step (T = concurrent users)")
-    ax.set_ylabel("tok/s per user, MoE layers only")
-    ax.set_title(f"recorded H200 MoE layer, {model.name}: MoE-layer-only tok/s")
-    ax.legend(fontsize=7)
+    _finish(ax, "tokens per step (T = concurrent users)", "tok/s per user, MoE layers only",
+            f"recorded H200 MoE layer, {model.name}: MoE-layer-only tok/s", logy=True)
     plt.tight_layout()
     return fig
 
