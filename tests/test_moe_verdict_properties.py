@@ -28,11 +28,12 @@ def _routed(p) -> set[int]:
 
 @FAST
 @given(family=families, seed=seeds, rounding=st.sampled_from(list(ScaleRounding)),
-       gscale=st.sampled_from(list(GlobalScale)), quantile=st.floats(0.9999, 1.0))
-def test_random_legitimate_quantizer_is_never_garbage_nor_pinned(family, seed, rounding, gscale, quantile):
-    """Any mix of block-scale rounding and global-scale choice: not garbage, no subset of experts blamed."""
+       gscale=st.sampled_from([g for g in GlobalScale if g != GlobalScale.PERCENTILE]))
+def test_random_legitimate_quantizer_is_never_garbage_nor_pinned(family, seed, rounding, gscale):
+    """Any mix of block-scale rounding and non-saturating global-scale choice: not garbage, no subset
+    of experts blamed (a percentile scale saturates: judged by the envelope, see the sweep)."""
     p = problem_of("tiny", family, seed)
-    v = ActQuantVariant(rounding, gscale, quantile)
+    v = ActQuantVariant(rounding, gscale)
     rep = check(p, [v], keep_output=False).reports[v.name]
     ctx = (v.difference, family, seed, rep.verdict, rep.reasons)
     assert rep.verdict in (Verdict.CORRECT, Verdict.DEGRADED), ctx

@@ -6,8 +6,8 @@ recorded) go through :func:`sm120lab.moe.harness.check` with
 - the correct backends (``reference``, ``emulated-w4a4``, ``torch-bf16``) and the
   correct-but-different variants of :mod:`.variants` (bf16 accumulation, reversed expert order,
   FP8-rowwise weights, bf16 weights, and the legitimate activation-quantizer variants: block
-  scales rounded up / down, percentile / per-expert / per-token global scales): any ``garbage`` is
-  a FALSE ALARM;
+  scales rounded up / down, per-expert / per-token / power-of-two global scales): any ``garbage``
+  is a FALSE ALARM; the saturating percentile calibration is recorded beside them, not held to it;
 - the planted faults of :mod:`.faults`, judged by :func:`sm120lab.moe.faults.judge_fault`: each
   required fault (``FAULTS``) must be ``garbage`` and flag exactly its expected experts ("all
   experts" faults: every routed expert and the shared flag) and only expected tokens, at least
@@ -38,7 +38,7 @@ from . import verdict as rules
 from .faults import FAULTS, SUBTLE_FAULTS, TOKEN_RECALL, judge_fault
 from .harness import check, one_thread_for_small, replay_command
 from .problem import ROUTINGS, make_moe_problem
-from .variants import all_variants
+from .variants import SATURATING_VARIANTS, all_variants
 from .verdict import Verdict, pooled_deviation
 
 __all__ = ["CORRECT_BACKENDS", "FAMILIES", "TOKEN_RECALL", "false_alarm_sweep", "problem_of"]
@@ -121,10 +121,11 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
         raise ValueError(f"families must be among {FAMILIES}, got {bad}")
     variants = all_variants()
     correct = list(CORRECT_BACKENDS) + [v.name for v in variants]
+    saturating = [cls() for cls in SATURATING_VARIANTS]
     required = [cls() for cls in FAULTS]
     subtle = [cls() for cls in SUBTLE_FAULTS]
     faults = required + subtle
-    order = correct + [f.name for f in faults]
+    order = correct + [v.name for v in saturating] + [f.name for f in faults]
     verdicts: dict[str, Counter] = {name: Counter() for name in order}
     fault_stats = {f.name: {"caught": 0, "localized": 0, "localized_exactly": 0, "not_applicable": 0, "of": 0,
                             "required": f in required, "envelope_judged": f.envelope_judged, "shared": f.shared}
@@ -136,7 +137,7 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     with one_thread_for_small(device):
         for preset, family, s in (progress(jobs) if progress is not None else jobs):
             prob = problem_of(preset, family, s, device)
-            res = check(prob, list(CORRECT_BACKENDS) + variants + faults, keep_output=False)
+            res = check(prob, list(CORRECT_BACKENDS) + variants + saturating + faults, keep_output=False)
             where = {"preset": preset, "family": family, "seed": s, "tokens": prob.tokens,
                      "replay": replay_command(prob)}
             for name in correct:
@@ -147,6 +148,10 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
                 if v in (Verdict.GARBAGE, Verdict.ERROR):
                     failures.append({**where, "backend": name, "kind": f"false {v}",
                                      "reasons": res.reports[name].reasons or [res.reports[name].reason]})
+            for v in saturating:
+                verdicts[v.name][str(res.reports[v.name].verdict)] += 1
+                if res.reports[v.name].diff is not None:
+                    _extremes(highs, v.name, _stats(res.reports[v.name], res.envelope), max)
             for f in faults:
                 rep = res.reports[f.name]
                 verdicts[f.name][str(rep.verdict)] += 1
@@ -174,7 +179,8 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
         "presets": list(presets), "families": list(families), "problems_per_family": problems,
         "seeds": {"first": seed, "last": seed + problems - 1, "rule": "problem_of(preset, family, seed)"},
         "device": str(device), "torch_threads": 1 if torch.device(device).type == "cpu" else None,
-        "backends": {"correct": correct, "faults_required": [f.name for f in required],
+        "backends": {"correct": correct, "saturating": [v.name for v in saturating],
+                     "faults_required": [f.name for f in required],
                      "faults_envelope_judged": [f.name for f in subtle]},
         "token_recall": TOKEN_RECALL,
         "rules": {k: getattr(rules, k) for k in rules.__all__ if k.isupper()},

@@ -16,11 +16,13 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
 - legitimate NVFP4 *activation quantizer* variants (W4A4 backends, judged against
   ``emulated-w4a4``, which rounds block scales to nearest with the layer's static amax global
   scales): ``variant-act-scale-up`` / ``variant-act-scale-down`` (E4M3 block scales rounded up /
-  down instead of to nearest: libraries differ here), ``variant-act-gscale-percentile`` (static
-  global scales 448*6 / the 99.99th percentile of |x|: the largest values saturate),
-  ``variant-act-gscale-per-expert`` (448*6 / amax over each expert's own rows) and
-  ``variant-act-gscale-per-token`` (dynamic, 448*6 / amax of each row). :class:`ActQuantVariant`
-  takes any combination (the property tests draw them at random).
+  down instead of to nearest: libraries differ here), ``variant-act-gscale-per-expert`` (448*6 /
+  amax over each expert's own rows), ``variant-act-gscale-per-token`` (dynamic, 448*6 / amax of
+  each row) and ``variant-act-gscale-pow2`` (the global scales rounded down to a power of two).
+  :class:`ActQuantVariant` takes any combination (the property tests draw them at random).
+- ``SATURATING_VARIANTS``: ``variant-act-gscale-percentile`` (static global scales 448*6 / the
+  99.99th percentile of |x|: the largest values saturate). Swept and recorded, but judged by the
+  envelope: clipping a massive activation is real damage (``notes/correctness.md``).
 
 Like the planted faults they are not in the default registry. The last case of the false-alarm
 tests, mostly-empty routings, is a problem family (sparse routing at T = 1..3), not a backend.
@@ -39,7 +41,7 @@ from .grouping import grouped_moe_forward
 from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["QUANTIZER_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "ScaleRounding", "Variant",
+__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "ScaleRounding", "Variant",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
@@ -128,6 +130,7 @@ class GlobalScale(str, Enum):
     PERCENTILE = "percentile"    # m = a quantile of |x| over the same data: values above it saturate
     PER_EXPERT = "per-expert"    # m = amax over the expert's own rows (per-expert input scales)
     PER_TOKEN = "per-token"      # m = amax of each row (dynamic quantization)
+    POW2 = "pow2"                # gs = the contract's, rounded down to a power of two (nothing saturates)
 
     def __str__(self) -> str:
         return self.value
@@ -207,6 +210,9 @@ def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRoundi
         amax = rows.abs().amax(dim=-1, keepdim=True) if per_row else rows.abs().amax()
         return fake_quant_nvfp4(rows, _gs_of(amax, rows), block=block, rounding=rounding)
 
+    if gscale == GlobalScale.POW2:
+        a1, a2 = (torch.exp2(torch.floor(torch.log2(g.float()))) for g in (a1, a2))
+
     in_quant = mid_quant = None
     if gscale in (GlobalScale.PER_EXPERT, GlobalScale.PER_TOKEN):
         per_row = gscale == GlobalScale.PER_TOKEN
@@ -266,11 +272,20 @@ class PerTokenGlobalScale(ActQuantVariant):
         super().__init__(gscale=GlobalScale.PER_TOKEN, name="variant-act-gscale-per-token")
 
 
+class Pow2GlobalScale(ActQuantVariant):
+    def __init__(self):
+        super().__init__(gscale=GlobalScale.POW2, name="variant-act-gscale-pow2")
+
+
 #: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage
-QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PercentileGlobalScale,
-                                                 PerExpertGlobalScale, PerTokenGlobalScale)
+QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
+                                                 PerTokenGlobalScale, Pow2GlobalScale)
 VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights,
                                        *QUANTIZER_VARIANTS)
+#: calibrations that saturate activations (a static percentile scale clips the largest values):
+#: swept and recorded, judged by the envelope (a token with a massive activation clipped by 65% is
+#: real damage), not held to 0 garbage
+SATURATING_VARIANTS: tuple[type[Variant], ...] = (PercentileGlobalScale,)
 
 
 def all_variants() -> list[Variant]:

@@ -90,7 +90,7 @@ EXPERT_DEV = 0.03
 #: ... and this many times its rounding band: the median pooled deviation of the other routed
 #: experts, at least ``ROUNDING_FLOOR`` (bf16 output rounding)
 EXPERT_RATIO = 8.0
-ROUNDING_FLOOR = 0.005
+ROUNDING_FLOOR = 0.003  # EXPERT_RATIO x this stays under EXPERT_DEV: EXPERT_DEV is the floor next to exact experts
 #: ... with at least this fraction of its cells deviating more than ``EXPERT_DEV / 2`` (consistent)
 EXPERT_CONSISTENT = 0.5
 #: W4A4 backends: a cell or main-run token is out of envelope only beyond ``DEV_GARBAGE`` AND this
