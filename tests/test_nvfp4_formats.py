@@ -77,3 +77,21 @@ def test_e4m3_saturates_instead_of_nan():
 def test_decode_rejects_wrong_types(bad):
     with pytest.raises(TypeError):
         e2m1_decode(bad)
+
+
+def test_fp8_rowwise_scales_each_row_to_e4m3_max(seed):
+    from sm120lab.nvfp4.fp8 import E4M3_MAX, fp8_rowwise
+
+    g = torch.Generator().manual_seed(seed)
+    w = (torch.randn(5, 7, 64, generator=g) * torch.rand(5, 7, 1, generator=g) * 10).to(torch.bfloat16)
+    w[1, 2] = 0  # an all-zero row keeps a tiny positive scale
+    q, s = fp8_rowwise(w, chunk=2)
+    amax = w.float().abs().amax(-1)
+    assert q.dtype == torch.float8_e4m3fn and s.dtype == torch.float32 and s.shape == (5, 7)
+    torch.testing.assert_close(s, (amax / E4M3_MAX).clamp_min(1e-12), rtol=0, atol=0)
+    back = q.float() * s.unsqueeze(-1)
+    # the largest element of every row is E4M3's largest value exactly; the rest within half an E4M3 ulp
+    # (3 mantissa bits: 2**-4 relative) for normal codes, one subnormal step (2**-9 * scale) below them
+    torch.testing.assert_close(back.abs().amax(-1), amax, rtol=1e-6, atol=0)
+    err = (back - w.float()).abs()
+    assert bool((err <= w.float().abs() * 2**-4 + 2**-10 * s.unsqueeze(-1)).all())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..nvfp4 import NVFP4Tensor, dequantize_nvfp4
+from ..nvfp4.fp8 import fp8_rowwise  # noqa: F401 - also imported from here by sm120lab.moe.variants (to move)
 
 
 def random_nvfp4_experts(e: int, n: int, k: int, *, device="cuda", gen: torch.Generator | None = None) -> NVFP4Tensor:
@@ -48,19 +49,6 @@ def dequantize_to(q: NVFP4Tensor, dtype=torch.bfloat16, chunk: int = 32) -> torc
                            shape=torch.Size((j - i, *q.shape[1:])), scale_layout="linear")
         out[i:j] = dequantize_nvfp4(part).to(dtype)
     return out
-
-
-def fp8_rowwise(w: torch.Tensor, chunk: int = 32):
-    """bf16 [E, N, K] -> (fp8 e4m3 [E, N, K], fp32 scale [E, N]) with w ~= fp8 * scale per row."""
-    e = w.shape[0]
-    q = torch.empty(w.shape, dtype=torch.float8_e4m3fn, device=w.device)
-    s = torch.empty(w.shape[:2], dtype=torch.float32, device=w.device)
-    for i in range(0, e, chunk):
-        part = w[i:i + chunk].float()
-        sc = (part.abs().amax(dim=-1) / 448.0).clamp_min(1e-12)
-        q[i:i + chunk] = (part / sc.unsqueeze(-1)).to(torch.float8_e4m3fn)
-        s[i:i + chunk] = sc
-    return q, s
 
 
 @dataclass
