@@ -15,14 +15,12 @@ cuTensorMapEncodeTiled), run on torch tensors, and compared with a CPU reference
   :mod:`sm120lab.archflags.mma_block_scale_emulation`. This SM120 path is unverified on SM120
   hardware until a recorded run says otherwise.
 
-``python -m sm120lab.archflags.gpu_run --out FILE`` writes the results with envinfo.
+``sm120lab dev gpu-probes --out FILE`` writes the results with envinfo.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import sys
 import time
 
 import torch
@@ -279,32 +277,3 @@ def run_gpu_probes(probes: list[str] | None = None, seed: int = 0) -> dict:
         results.append(result)
     return {"available": True, "device": torch.cuda.get_device_name(), "compute_capability": f"{cc[0]}.{cc[1]}",
             "seed": seed, "results": results}
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=None, help="write the results here (JSON, atomically, with envinfo)")
-    ap.add_argument("--probe", nargs="+", default=None)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    res = run_gpu_probes(args.probe, args.seed)
-    for r in res["results"]:
-        status = "PASS" if r.get("ok") else "FAIL"
-        print(f"{r['probe']:18} {r['target']:8} {status}  {r.get('error') or ''}"
-              f"{'' if r.get('error') else {k: v for k, v in r.items() if k in ('max_abs_err', 'exact', 'runtime')}}")
-    if args.out:
-        from .. import envinfo
-        from ..atomic_io import write_json_atomic
-        from ..cmdline import command_line
-        res["command"] = command_line("python -m sm120lab.archflags.gpu_run", argv)
-        res["envinfo"] = envinfo.collect()
-        write_json_atomic(args.out, res)
-        print(f"wrote {args.out}")
-    if not res["available"]:
-        print(res["reason"])
-        return 0
-    return 0 if all(r.get("ok") for r in res["results"]) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,6 +6,7 @@
     sm120lab dev arch-suffix [VERSION ...] [--jobs N] [--out DIR] [--ptx]
     sm120lab dev kernel-aot [--cc 120 121] [--jobs N] [--out FILE] [--sample] [--quiet]
     sm120lab dev tile-tables [--derive sm120 sm121] [--aot FILE] [--out-dir DIR]
+    sm120lab dev gpu-probes [--probe P ...] [--seed N] [--out FILE]
 
 ``api-check`` records the signatures and argument-layout facts of the FlashInfer / vLLM functions the
 MoE adapters call (``data/api/``; see :mod:`sm120lab.devtools.api_check`). ``arch-suffix`` compares
@@ -13,6 +14,8 @@ FlashInfer's SM120 fused-MoE device code under 120a and 120f (``data/arch_suffix
 :mod:`sm120lab.devtools.arch_suffix` and notes/arch_suffix.md). ``kernel-aot`` compiles every MoE kernel x
 tile config ahead of time for sm_120/121 (``data/triton_aot/sm120.json``; :mod:`sm120lab.archflags.kernel_aot`).
 ``tile-tables`` derives the unverified SM12x tile tables (``data/tiles/<arch>.json``) from that AOT table.
+``gpu-probes`` runs the compile lab's probes on this machine's CUDA GPU and checks their numbers
+(``data/archflags/<gpu>_probes.json``; :mod:`sm120lab.archflags.gpu_run`; exit 1 when one fails).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 API_CHECK_PROG = "sm120lab dev api-check"
 ARCH_SUFFIX_PROG = "sm120lab dev arch-suffix"
 KERNEL_AOT_PROG = "sm120lab dev kernel-aot"
+GPU_PROBES_PROG = "sm120lab dev gpu-probes"
 #: the distributions api-check has targets for (``devtools.api_check.TARGETS``; kept here so --help stays light)
 API_DISTS = ("flashinfer-python", "vllm")
 
@@ -78,6 +82,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--aot", default=None, help="the AOT table (default data/triton_aot/sm120.json)")
     t.add_argument("--out-dir", default=None, help="folder (default data/tiles)")
     t.set_defaults(func=run_tile_tables)
+
+    g = s.add_parser("gpu-probes", help="run the compile lab's probe kernels on this GPU and check their numbers",
+                     description="Compile the probes this CUDA GPU supports, run them through the driver API and "
+                                 "check each against a CPU reference (the FP4 MMA against its exact emulation).")
+    g.add_argument("--out", default=None, help="write the results here (JSON, atomically, with envinfo)")
+    g.add_argument("--probe", nargs="+", default=None)
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=run_gpu_probes)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -221,3 +233,26 @@ def run_tile_tables(args: argparse.Namespace) -> int:
         tab = derive_aot_table(aot, arch, shapes)
         print(f"{arch}: {len(tab.entries)} entries -> {tab.save(out_dir / f'{tab.device}.json')}")
     return 0
+
+
+def run_gpu_probes(args: argparse.Namespace) -> int:
+    from ..archflags.gpu_run import run_gpu_probes as run
+
+    res = run(args.probe, args.seed)
+    for r in res["results"]:
+        status = "PASS" if r.get("ok") else "FAIL"
+        print(f"{r['probe']:18} {r['target']:8} {status}  {r.get('error') or ''}"
+              f"{'' if r.get('error') else {k: v for k, v in r.items() if k in ('max_abs_err', 'exact', 'runtime')}}")
+    if args.out:
+        from .. import envinfo
+        from ..atomic_io import write_json_atomic
+        from ..cmdline import command_line
+
+        res["command"] = command_line(GPU_PROBES_PROG, _tool_argv(args))
+        res["envinfo"] = envinfo.collect()
+        write_json_atomic(args.out, res)
+        print(f"wrote {args.out}")
+    if not res["available"]:
+        print(res["reason"])
+        return 0
+    return 0 if all(r.get("ok") for r in res["results"]) else 1
