@@ -86,3 +86,21 @@ def test_readme_states_the_guides_versions_and_backend():
     assert block.install in text and block.serve_line in text
     key = _key(block)
     assert f"export FLASHINFER_CUDA_ARCH_LIST={key['FLASHINFER_CUDA_ARCH_LIST']}" in text
+
+
+def test_report_html_heads_with_the_same_block(tmp_path):
+    """report.html's first block is answer_block() for the run's machine: same install, serve and arch list."""
+    import html
+    import json
+
+    from sm120lab.runs.report import build_report
+
+    run = tmp_path / "20260101T000000Z-box-cpu"
+    (run / "results").mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"schema_version": 2, "notebooks": [{"name": "01_a", "status": "ok"}]}))
+    (run / "environment.json").write_text(json.dumps({"gpu": {"available": False}, "packages": {}}))
+    page = html.unescape(build_report(run))
+    block = recommend.answer_block("rtx-pro-6000")
+    head = page[: page.index("Verdicts")] if "Verdicts" in page else page
+    for text in (block.install, block.serve_line, f"export FLASHINFER_CUDA_ARCH_LIST={_key(block)['FLASHINFER_CUDA_ARCH_LIST']}"):
+        assert text in head, text
