@@ -137,7 +137,7 @@ def test_every_nvfp4_backend_of_the_newest_release_has_a_row(answers):
     rows = {it.id.split(":", 1)[1] for it in ans.items if it.topic is recommend.Topic.BACKENDS}
     assert want <= rows
     for name in ("marlin", "flashinfer_cutlass", "cutlass", "flashinfer_b12x", "flashinfer_trtllm",
-                 "flashinfer_cutedsl"):
+                 "flashinfer_cutedsl", "triton", "b12x"):
         assert name in rows, name
     b12x = next(it for it in ans.items if it.id == "backend:flashinfer_b12x")
     # the public reports against b12x in the seed's territory are quoted with their links

@@ -392,6 +392,8 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
 def backend_item(row: dict, ctx) -> Item:
     """One ``backends`` item from :func:`~sm120lab.recommend.versioned.backend_rows`."""
     verdict = {"accepts": "accepts SM12x", "rejects": "refuses SM12x", "unknown": "SM12x check not readable"}[row["sm12x"]]
+    if not row.get("nvfp4", True):
+        verdict = f"not an NVFP4 MoE backend in vLLM {ctx.version} (its NVFP4 oracle does not map to it)"
     outcomes = ", ".join(f"{n} {k}" for k, n in sorted(row["outcomes"].items())) or "no public SM12x report found"
     reps = "; ".join(f"{r['summary']} ({r['url']})" for r in row["reports"][:4] if r.get("summary"))
     fails = "; ".join(f"{f['what']} ({f['url']})" for f in row["failure_modes"][:4])

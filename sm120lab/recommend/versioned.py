@@ -341,6 +341,10 @@ def published_backends() -> dict:
     return _published_backends(str(p), p.stat().st_mtime) if p.exists() else {}
 
 
+# Choices users ask about for NVFP4 that a release may not map NVFP4 to: they get a row saying so.
+ALSO_ROW = ("triton",)
+
+
 def backend_rows(ctx: Context) -> list[dict]:
     """One row per NVFP4 ``--moe-backend`` choice of the release: whether its own check accepts
     SM12x, what public reports say on SM12x (with links), known failure modes, how to check it here."""
@@ -348,7 +352,8 @@ def backend_rows(ctx: Context) -> list[dict]:
     sm = "121" if ctx.gpu is GPU.DGX_SPARK else "120"
     rows = []
     for m in ctx.vllm.moe_backends:
-        if "nvfp4" not in m.formats:
+        nvfp4 = "nvfp4" in m.formats
+        if not nvfp4 and m.name not in ALSO_ROW:
             continue
         p = pub.get(m.name, {})
         reports = [r for r in p.get("reports", []) if sm in {str(x) for x in r.get("sm", [])} or not r.get("sm")]
@@ -357,6 +362,7 @@ def backend_rows(ctx: Context) -> list[dict]:
             outcomes[r.get("outcome", "unknown")] = outcomes.get(r.get("outcome", "unknown"), 0) + 1
         rows.append({
             "name": m.name,
+            "nvfp4": nvfp4,
             "sm12x": m.sm121.value if ctx.gpu is GPU.DGX_SPARK else m.sm12x.value,
             "check": _url(ctx.vllm, m.sm12x_anchor),
             "auto": m.auto_order if m.auto_selected else None,
