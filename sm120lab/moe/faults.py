@@ -341,11 +341,12 @@ class RoutingFault(FaultyBackend):
         from .reference import moe_reference_slots
         from .verdict import MIX_LIMIT
 
-        slots = moe_reference_slots(problem.hidden.cpu(), problem.topk_ids.cpu(), problem.w13, problem.w2)
-        w = problem.topk_weights.double().cpu()
+        # on the problem's own device (its weights live there), compared on the CPU
+        slots = moe_reference_slots(problem.hidden, problem.topk_ids, problem.w13, problem.w2)
+        w = problem.topk_weights.double()
         good = (slots * w.unsqueeze(-1)).sum(1)
         bad = (slots * self.weights(problem, w).to(torch.float32).double().unsqueeze(-1)).sum(1)
-        dev = cell_rel(((bad - good) ** 2).sum(1).numpy(), (good ** 2).sum(1).numpy(),
+        dev = cell_rel(((bad - good) ** 2).sum(1).cpu().numpy(), (good ** 2).sum(1).cpu().numpy(),
                        torch.zeros(problem.tokens, dtype=torch.long).numpy(), floor=DEV_FLOOR)
         return {int(t) for t in (dev > MIX_LIMIT).nonzero()[0]}
 
