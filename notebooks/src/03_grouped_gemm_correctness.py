@@ -31,7 +31,7 @@ import torch
 
 from sm120lab.moe import make_moe_problem
 from sm120lab.moe.backends import all_backends
-from sm120lab.moe.faults import all_faults
+from sm120lab.moe.faults import all_faults, judge_fault
 from sm120lab.moe.harness import check
 from sm120lab.moe.plots import plot_expert_bars, plot_heatmap, plot_histograms
 from sm120lab.moe.quantizer_diff import diff_quantizer, flashinfer_fp4_quantize_diffs
@@ -96,15 +96,17 @@ if skipped_no_gpu:
     box.append(Answer(", ".join(skipped_no_gpu), "not run", Status.not_run,
                       "this machine has no CUDA GPU: run this notebook (or `sm120lab check`) on the GPU box"))
 if planted:
-    caught = [n for n, r in planted.items() if r.verdict == "garbage"]
-    broken_experts = {f.name: set(f.expected_experts(problem)) for f in faults}
-    missed = {n: sorted(broken_experts[n] - set(r.flagged_experts)) for n, r in planted.items()
-              if broken_experts[n] - set(r.flagged_experts)}
-    box.append(Answer("planted faults caught by the harness (judged garbage)", f"{len(caught)} of {len(planted)}",
-                      Status.ok if len(caught) == len(planted) else Status.bad,
-                      f"{len(planted) - len(missed)} of {len(planted)} also flag every expert they broke"
-                      + ("" if not missed else "; not flagged: " + ", ".join(f"{n} experts {e}" for n, e in missed.items()))
-                      + " (sections 3 and 4)"))
+    # each planted fault judged on what it broke (sm120lab.moe.faults.judge_fault): caught = garbage, or for a
+    # fault judged by the envelope, not pinned on a subset of experts; localized = the right experts/tokens
+    outcome = {f.name: judge_fault(f, problem, planted[f.name]) for f in faults if f.name in planted}
+    applicable = [n for n, o in outcome.items() if o.applicable]
+    caught = [n for n in applicable if outcome[n].caught]
+    localized = [n for n in applicable if outcome[n].localized]
+    box.append(Answer("planted faults caught and localized by the harness", f"{len(localized)} of {len(applicable)}",
+                      Status.ok if len(localized) == len(caught) == len(applicable) else Status.bad,
+                      f"{len(caught)} caught; {len(planted) - len(applicable)} changed nothing the harness can "
+                      "resolve on this problem (not applicable); missed: "
+                      + (", ".join(n for n in applicable if n not in localized) or "none") + " (sections 3 and 4)"))
 answer.show(box, title=f"On this machine: {preset} MoE layer, {tokens} tokens, {routing} routing, {run_on}")
 _ = answer.record(box, "03_grouped_gemm_correctness")
 
