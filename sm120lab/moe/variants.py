@@ -93,7 +93,7 @@ class FP8RowwiseWeights(Variant):
     name, difference = "variant-fp8-rowwise-weights", "weights in FP8 E4M3 with fp32 per-row scales (fp32 math)"
 
     def run(self, problem, out):
-        from sm120lab.bench.moe_problem import fp8_rowwise
+        from sm120lab.nvfp4.fp8 import fp8_rowwise
 
         f32 = torch.float32
         (q13, s13), (q2, s2) = fp8_rowwise(_unquantized(problem, "w13")), fp8_rowwise(_unquantized(problem, "w2"))
