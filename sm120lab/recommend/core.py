@@ -17,6 +17,7 @@ Every item below ``sm120-run`` says "unverified on SM120 hardware".
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 import re
@@ -108,13 +109,27 @@ class RunFolder:
 # rules
 
 
+@lru_cache(maxsize=32)
+def _parse_yaml(path: str, stamp: tuple) -> Any:
+    import yaml
+
+    return yaml.safe_load(Path(path).read_text())
+
+
+def read_yaml(path: Path) -> Any:
+    """``path`` parsed as YAML once per file version (path, mtime, size); a deep copy each call, so a
+    caller may change what it gets. OSError, UnicodeDecodeError and yaml.YAMLError pass through."""
+    st = path.stat()
+    return copy.deepcopy(_parse_yaml(str(path), (st.st_mtime_ns, st.st_size)))
+
+
 def load_rules(path: str | Path | None = None) -> dict:
     """``data/recommendations.yaml`` parsed and checked (every item has its fields, a known topic)."""
     import yaml
 
     p = Path(path) if path else repo_root() / RULES_PATH
     try:
-        rules = yaml.safe_load(p.read_text())
+        rules = read_yaml(p)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValueError(f"rules: cannot read {p}: {exc}") from None
     if not isinstance(rules, dict) or not isinstance(rules.get("items"), list):
@@ -336,7 +351,7 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
            rules_path: str | Path | None = None, machine: dict | None = None) -> Answer:
     """:func:`guide` with the do-this block and the backend rows (one object every page reads)."""
     from .facts import compute_value, facts, here_notes, kernel_bench_for
-    from .versioned import backend_rows, compute, context, has, version_facts
+    from .versioned import RELEASE_KINDS, backend_rows, compute, context, has, version_facts
 
     g = parse_gpu(gpu)
     rules = load_rules(rules_path)
@@ -361,9 +376,9 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
         source = str(over.get("source", r["source"])).format_map(known)
         why = over.get("why", r["why"]).format_map(known)
         if "compute" in r:
-            try:
+            if r["compute"] in RELEASE_KINDS:
                 value, extra = compute(r["compute"], ctx)
-            except ValueError:
+            else:
                 value, extra = compute_value(r["compute"], g, setup, source)
             why = f"{why} {extra}".strip()
         else:

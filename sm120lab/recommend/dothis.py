@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import html
 import shlex
-import textwrap
 from dataclasses import dataclass, field
 
 from .setup import GPU, Fit, Setup, fit, parse_gpu
@@ -94,12 +93,20 @@ class DoThis:
         return shlex.join(self.serve)
 
     def lines(self) -> list[tuple[str, str]]:
-        """``(label, text)`` in reading order; commands are whole lines (copy them as they are)."""
+        """``(label, command)`` in reading order: the commands to copy, each one whole line."""
         out = [("install", self.install)]
         out += [("export", f"export {e.name}={shlex.quote(e.value)}") for e in self.exports]
-        out.append(("serve", self.serve_line))
-        out.append(("patch", self.patch))
-        out.append(("verify", self.verify))
+        out += [("serve", self.serve_line), ("patch", self.patch), ("verify", self.verify)]
+        return out
+
+    def reasons(self) -> list[tuple[str, str, str]]:
+        """``(label, text, source)`` behind the commands, in reading order (``source`` only for expectations;
+        an empty label for notes)."""
+        out = [("backend", self.moe_backend_why, "")]
+        out += [(e.name, e.why, "") for e in self.exports]
+        out += [("patch", self.patch_why, ""), ("memory", self.fit.describe(), "")]
+        out += [(f"expect, {x.what}", x.value, x.source) for x in self.expect]
+        out += [("", n, "") for n in self.notes] + [("PROBLEM", p, "") for p in self.problems]
         return out
 
     def to_dict(self) -> dict:
@@ -127,59 +134,44 @@ class DoThis:
         """Plain text for a terminal of ``width`` columns. Commands stay on one line each (a
         terminal wraps them visually; copying gives the whole command); prose wraps at spaces and
         never splits a word."""
-        width = max(40, int(width))
-        wrap = lambda text, indent="  ": textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent,
-                                                       break_long_words=False, break_on_hyphens=False)
-        out = [wrap(self.title(), ""), ""]
-        out.append("# install (one set that installs together)")
-        out.append(self.install)
-        out.append("# exports")
-        out += [f"export {e.name}={shlex.quote(e.value)}" for e in self.exports] or ["# (none needed)"]
-        out.append("# serve")
-        out.append(self.serve_line)
-        out.append("# patch")
-        out.append(self.patch)
-        out.append("# verify on your GPU (exit 1 on garbage)")
-        out.append(self.verify)
-        out.append("")
-        out.append("Why:")
-        out.append(wrap(f"backend: {self.moe_backend_why}"))
-        for e in self.exports:
-            out.append(wrap(f"{e.name}: {e.why}"))
-        out.append(wrap(f"patch: {self.patch_why}"))
-        out.append(wrap(f"memory: {self.fit.describe()}"))
-        out.append("What to expect:")
-        for x in self.expect:
-            out.append(wrap(f"{x.what}: {x.value} ({x.source})"))
-        for n in self.notes + [f"PROBLEM: {p}" for p in self.problems]:
-            out.append(wrap(n))
+        from .render import fill
+
+        heads = {"install": "# install (one set that installs together)", "export": "# exports", "serve": "# serve",
+                 "patch": "# patch", "verify": "# verify on your GPU (exit 1 on garbage)"}
+        out = [fill(self.title(), width), ""]
+        for label, cmd in self.lines():
+            if heads.get(label):
+                out.append(heads.pop(label))
+            if label == "serve" and "export" in heads:  # no export line: say so under its heading
+                out += [heads.pop("export"), "# (none needed)", heads.pop("serve")]
+            out.append(cmd)
+        out += ["", "Why:"]
+        for label, text, source in self.reasons():
+            if label.startswith("expect, "):  # listed under one heading
+                if "What to expect:" not in out:
+                    out.append("What to expect:")
+                label = label[len("expect, "):]
+            line = f"{label}: {text}" if label else text
+            out.append(fill(f"{line} ({source})" if source else line, width, "  "))
         return "\n".join(out)
 
     def to_markdown(self) -> str:
-        cmds = [self.install] + [f"export {e.name}={shlex.quote(e.value)}" for e in self.exports] + [
-            self.serve_line, self.patch, self.verify]
-        out = [f"**{self.title()}**", "", "```bash", *cmds, "```", "",
-               f"- **backend**: {self.moe_backend_why}"]
-        out += [f"- **{e.name}**: {e.why}" for e in self.exports]
-        out += [f"- **patch**: {self.patch_why}", f"- **memory**: {self.fit.describe()}"]
-        out += [f"- **expect, {x.what}**: {x.value} ({x.source})" for x in self.expect]
-        out += [f"- {n}" for n in self.notes]
-        out += [f"- **PROBLEM**: {p}" for p in self.problems]
+        out = [f"**{self.title()}**", "", "```bash", *(cmd for _, cmd in self.lines()), "```", ""]
+        for label, text, source in self.reasons():
+            text = f"{text} ({source})" if source else text
+            out.append(f"- **{label}**: {text}" if label else f"- {text}")
         return "\n".join(out)
 
     def to_html(self) -> str:
         """Safe HTML (every value escaped): a ``<pre>`` to copy, then the reasons."""
         e = html.escape
-        cmds = [self.install] + [f"export {x.name}={shlex.quote(x.value)}" for x in self.exports] + [
-            self.serve_line, self.patch, self.verify]
-        why = [f"<li><b>backend</b>: {e(self.moe_backend_why)}</li>"]
-        why += [f"<li><b>{e(x.name)}</b>: {e(x.why)}</li>" for x in self.exports]
-        why += [f"<li><b>patch</b>: {e(self.patch_why)}</li>", f"<li><b>memory</b>: {e(self.fit.describe())}</li>"]
-        why += [f"<li><b>expect, {e(x.what)}</b>: {e(x.value)} ({_link(x.source)})</li>" for x in self.expect]
-        why += [f"<li>{e(n)}</li>" for n in self.notes]
-        why += [f"<li><b>PROBLEM</b>: {e(p)}</li>" for p in self.problems]
+        cmds = "\n".join(cmd for _, cmd in self.lines())
+        why = []
+        for label, text, source in self.reasons():
+            text = e(text) + (f" ({_link(source)})" if source else "")
+            why.append(f"<li><b>{e(label)}</b>: {text}</li>" if label else f"<li>{text}</li>")
         return (f"<div class='do-this'><h2>{e(self.title())}</h2>"
-                f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>{e(chr(10).join(cmds))}</pre>"
+                f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>{e(cmds)}</pre>"
                 f"<ul>{''.join(why)}</ul></div>")
 
 
@@ -260,9 +252,9 @@ def _arch_list_value(fi_rec, gpu: GPU, cuda: str) -> tuple[str | None, str]:
 
 def recipe_flags(checkpoint: str) -> list[str]:
     """The ``vllm serve`` flags of the vLLM recipe for ``checkpoint`` (data/published/recipes.yaml)."""
-    from .facts import _published_yaml
+    from .facts import published_yaml
 
-    for r in _published_yaml("recipes.yaml").get("recipes", []):
+    for r in published_yaml("recipes.yaml").get("recipes", []):
         if r.get("checkpoint") == checkpoint:
             return [str(f) for f in r.get("flags") or []]
     return []

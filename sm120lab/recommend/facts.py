@@ -207,12 +207,19 @@ def facts() -> Facts:
 # computed values
 
 
-def _published_yaml(name: str) -> dict:
+def published_yaml(name: str) -> dict:
+    """``data/published/<name>`` parsed (once per file version, :func:`~sm120lab.recommend.core.read_yaml`).
+
+    Raises:
+        ValueError: ``data: cannot read ...``.
+    """
     import yaml
+
+    from .core import read_yaml
 
     path = data_dir() / "published" / name
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        return read_yaml(path) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ValueError(f"data: cannot read {path}: {exc}") from None
 
@@ -225,7 +232,7 @@ def checkpoint_precision(checkpoint: str, kv_cache: str = "fp8"):
     from ..roofline.decode import Precision
 
     base = precision_plan("linear-quantized", "nvfp4", kv_cache=kv_cache)
-    doc = _published_yaml("checkpoints.yaml")
+    doc = published_yaml("checkpoints.yaml")
     entry = next((c for c in doc.get("checkpoints", []) if c.get("id") == checkpoint), None)
     if entry is None:
         return base, f"{checkpoint}: no recorded layer formats; counted as the linear-quantized plan"
@@ -256,7 +263,7 @@ def allreduce_latency_us(gpu: str) -> tuple[float, str]:
     Returns:
         ``(microseconds, "<what> (<url>)")``; ``(0.0, reason)`` when none is recorded.
     """
-    doc = _published_yaml("latency.yaml")
+    doc = published_yaml("latency.yaml")
     rows = [f for f in doc.get("figures", []) if str(f.get("sm")) in ("120", "121") and f.get("implementation") == "nccl"
             and f.get("message_bytes") == 8192 and isinstance(f.get("latency_us"), dict) and "p50" in f["latency_us"]]
     if not rows:
@@ -368,21 +375,20 @@ def _published_ratio(gpu: str, setup, ceiling_tok_s: float) -> str:
 
 
 def kernel_bench_for(model: str) -> str:
-    """The newest recorded H200 MoE bench file of ``model`` (``data/bench/moe_h200_<date>_<model>.json``,
-    else a ``moe_h200_<date>.json`` whose ``model`` is it), as a repo-relative path.
+    """The newest recorded H200 MoE bench file of ``model`` (``data/bench/moe_h200_*.json`` whose
+    ``model`` is it; :func:`sm120lab.roofline.lesson.newest_bench_file`, as notebook 04 picks it), as a
+    repo-relative path.
 
     Raises:
         ValueError: none recorded for that model (``model: ...``).
     """
-    hits = []
-    for p in sorted((data_dir() / "bench").glob("moe_h200_*.json")):
-        parts = p.stem.split("_", 3)
-        date, tag = parts[2], (parts[3] if len(parts) > 3 else None)
-        if tag == model or (tag is None and _load(p).get("model") == model):
-            hits.append((date, tag is not None, p))
-    if not hits:
+    from ..roofline.lesson import newest_bench_file
+    from ..roofline.measured import bench_files
+
+    path = newest_bench_file([p for p in bench_files() if p.name.startswith("moe_h200_")], model=model)
+    if path is None:
         raise ValueError(f"model: no H200 MoE bench recorded for {model!r} in data/bench")
-    return max(hits)[2].relative_to(repo_root()).as_posix()
+    return path.relative_to(repo_root()).as_posix()
 
 
 def kernel_time_value(source: str) -> tuple[str, str]:

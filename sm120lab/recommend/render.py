@@ -72,20 +72,26 @@ def to_html(items: list[Item]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+def fill(text: str, width: int, first: str = "", rest: str | None = None) -> str:
+    """``text`` wrapped to ``width`` (at least 40) columns at spaces only: no word is ever cut or split
+    (a word longer than the line overflows it; the terminal wraps it). ``first`` / ``rest`` indent the
+    first and the following lines (``rest`` defaults to ``first``)."""
+    return textwrap.fill(text, max(40, int(width)), initial_indent=first,
+                         subsequent_indent=first if rest is None else rest,
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def to_text(items: list[Item], width: int = 80) -> str:
-    """The items as cards for a terminal of ``width`` columns: text wraps at spaces only, so no value
-    is ever cut or split mid-word (a word longer than the line overflows it; the terminal wraps)."""
-    width = max(40, int(width))
+    """The items as cards for a terminal of ``width`` columns, wrapped by :func:`fill` (no value is
+    ever cut)."""
 
     def field(label: str, text: str) -> str:
         pad = f"  {label:<9} "
-        return textwrap.fill(text or "-", width, initial_indent=pad, subsequent_indent=" " * len(pad),
-                             break_long_words=False, break_on_hyphens=False)
+        return fill(text or "-", width, pad, " " * len(pad))
 
     out = []
     for it in items:
-        out.append(textwrap.fill(f"[{it.topic.value}] {it.setting}", width, break_long_words=False,
-                                 break_on_hyphens=False))
+        out.append(fill(f"[{it.topic.value}] {it.setting}", width))
         out.append(field("value:", it.value))
         if it.here:
             out.append(field("here:", it.here))
@@ -106,7 +112,7 @@ def show(items: list[Item], *, title: str | None = None, console=None, width: in
     import shutil
 
     w = width or shutil.get_terminal_size((100, 24)).columns
-    text = (textwrap.fill(title, w, break_long_words=False) + "\n\n" if title else "") + to_text(items, w)
+    text = (fill(title, w) + "\n\n" if title else "") + to_text(items, w)
     if console is not None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
     else:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from .dothis import CHECK_ADAPTERS, DoThis, build
 from .setup import GPU, Setup
@@ -199,21 +197,15 @@ def _allreduce_facts(ctx: Context) -> dict[str, str]:
     return {"allreduce_value": value, "allreduce_why": " ".join(why.split())}
 
 
-def _published_yaml(name: str) -> dict:
-    from .facts import _published_yaml as load
-
-    return load(name)
-
-
 def _recipe_facts(ctx: Context) -> dict[str, str]:
     """MTP, KV-cache and dense-GEMM facts from ``data/published/recipes.yaml`` for the checkpoint."""
     import json
 
     from packaging.version import Version
 
-    from .facts import checkpoint_of
+    from .facts import checkpoint_of, published_yaml
 
-    doc = _published_yaml("recipes.yaml")
+    doc = published_yaml("recipes.yaml")
     ckpt = checkpoint_of(ctx.setup.model)
     recipe = next((r for r in doc.get("recipes", []) if r.get("checkpoint") == ckpt), None)
     out = {}
@@ -271,6 +263,11 @@ def _choices(ctx: Context, flag: str) -> list[str] | None:
     return None if f is None else f.choices
 
 
+#: the rules' ``compute:`` kinds answered here (the others: :func:`sm120lab.recommend.facts.compute_value`)
+RELEASE_KINDS = frozenset({"install", "moe_backend", "arch_list", "avoid_backends", "env_vars", "dense_gemm",
+                           "attention", "kv_cache", "cuda_graphs", "jit_cache"})
+
+
 def compute(kind: str, ctx: Context) -> tuple[str, str]:
     """``(value, extra why)`` of a release-dependent rule (module docstring).
 
@@ -325,20 +322,12 @@ def compute(kind: str, ctx: Context) -> tuple[str, str]:
     raise ValueError(f"compute: unknown release-dependent kind {kind!r}")
 
 
-@lru_cache(maxsize=1)
-def _published_backends(path: str, mtime: float) -> dict:
-    import yaml
-
-    doc = yaml.safe_load(Path(path).read_text()) or {}
-    return {b["name"]: b for b in doc.get("backends", []) if isinstance(b, dict) and "name" in b}
-
-
 def published_backends() -> dict:
     """``data/published/backends.yaml`` by backend name."""
-    from ..paths import data_dir
+    from .facts import published_yaml
 
-    p = data_dir() / "published" / "backends.yaml"
-    return _published_backends(str(p), p.stat().st_mtime) if p.exists() else {}
+    doc = published_yaml("backends.yaml")
+    return {b["name"]: b for b in doc.get("backends", []) if isinstance(b, dict) and "name" in b}
 
 
 # Choices users ask about for NVFP4 that a release may not map NVFP4 to: they get a row saying so.
