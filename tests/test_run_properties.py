@@ -95,10 +95,10 @@ odd_files = st.lists(st.tuples(st.sampled_from(["summary.json", "environment.jso
 
 def _plant(path: Path, kind: str, outside: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         return
+    if os.path.lexists(path):  # a file, link or FIFO planted earlier at the same place: replace it
+        path.unlink()
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "dev-zero":
