@@ -267,3 +267,24 @@ def test_percentile_calibration_saturates_a_massive_activation():
     rep = res.reports["variant-act-gscale-percentile"]
     assert PercentileGlobalScale in SATURATING_VARIANTS
     assert rep.diff.rel_fro > 5 * res.envelope.e_a and rep.verdict == Verdict.GARBAGE
+
+
+@pytest.mark.parametrize("family", ["uniform", "hot"])
+def test_offset_fault_is_observable_and_pinned(family):
+    """CI seed 319839910 drew these: the target group's last token was also routed to the next expert
+    (uniform) or weighted 5e-5 (hot), so the off-by-one changed nothing anyone could see. The fault now
+    picks a group whose broken cell is observable, and keeps it across the harness's probe runs."""
+    from sm120lab.moe.faults import OffByOneOffsets, judge_fault
+    from sm120lab.moe.grouping import group_by_expert
+
+    prob = problem_of("tiny", family, 319839912, "cpu")
+    fault = OffByOneOffsets()
+    t = fault._target(prob)
+    (tok,) = fault.expected_tokens(prob)
+    g = group_by_expert(prob.topk_ids, prob.config.E)
+    assert tok == int(g.tokens[int(g.offsets[t]) - 1])
+    ids = prob.topk_ids[tok].tolist()
+    assert t + 1 not in ids and float(prob.topk_weights[tok][ids.index(t)]) > 0.1
+    rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
+    out = judge_fault(fault, prob, rep)
+    assert out.caught and out.exact, (rep.flagged_experts, rep.flagged_tokens)
