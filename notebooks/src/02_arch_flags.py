@@ -16,23 +16,14 @@
 #   with the toolkits this machine has, to show the recording still holds here.
 
 # %%
-
 import matplotlib.pyplot as plt
-import pandas as pd
 
-from sm120lab import cutlass_smem, recommend
+from sm120lab import recommend
 from sm120lab.archflags import lesson
-from sm120lab.archflags.probes import get_probe
 from sm120lab.archflags.summary import cells_frame, load
 from sm120lab.archflags.verdicts import verdict_table
-from sm120lab.constants import SM120_SMEM_LIMIT
-from sm120lab.cutlass_smem.analysis import overflow_summary, overflow_text
-from sm120lab.paths import data_dir
+from sm120lab.cutlass_smem.analysis import overflow_text
 from sm120lab.runs import answer, results
-from sm120lab.runs.answer import Answer, Status
-
-pd.set_option("display.width", 200)
-pd.set_option("display.max_colwidth", 120)
 
 # %% tags=["parameters"]
 matrix_json = "../data/archflags/matrix.json"   # the recorded full matrix
@@ -51,21 +42,16 @@ matrix = load(matrix_json)
 tks_in, newest = lesson.toolkit_names(matrix), lesson.newest_toolkit(matrix)
 cells = cells_frame(matrix)
 verdict_df = verdict_table(matrix)
-if compile_cutlass:
-    for version in ("0.6.5", "0.7.4"):
-        cutlass_smem.measure_cached(version, jobs=jobs)
-smem_results = cutlass_smem.recorded()
-over, kinds, over_after = overflow_summary(smem_results)
+over, kinds, over_after = lesson.smem_overflow(compile_cutlass, jobs=jobs)
 
 # Recompile a subset here (CPU only: needs a CUDA toolkit, not a GPU).
-live, live_rows, live_why = (lesson.live_compare(matrix, toolkits, targets, probes, jobs=jobs) if live_compile
-                             else (None, [], "live_compile=False"))
+live, live_rows, live_why = lesson.live_compare(matrix, toolkits, targets, probes, jobs=jobs, enabled=live_compile)
 # Run the probes on this machine's GPU (any CUDA GPU; SM120 probes only on SM12x).
 gpu, gpu_why = lesson.gpu_probe_run(gpu_probes)
 
 # %%
-box = [Answer(claim, value, Status(status), why) for claim, value, status, why in lesson.headline_rows(
-    verdict_df, over, kinds, over_after, live_rows, live_why, gpu, gpu_why, SM120_SMEM_LIMIT)]
+box = [answer.Answer(*row) for row in lesson.headline_rows(verdict_df, over, kinds, over_after, live_rows, live_why,
+                                                            gpu, gpu_why)]
 answer.show(box)
 _ = answer.record(box, "02_arch_flags")
 
@@ -102,14 +88,10 @@ _ = answer.record(box, "02_arch_flags")
 print(overflow_text(over, kinds, over_after))
 
 # %%
-if smem_results:
-    fig, ax = plt.subplots(figsize=(14, 5.5))
-    cutlass_smem.plot_stage_bytes(ax=ax)
-    ax.set_xlabel("kernel config: FlashInfer version, tile MxNxK, epilogue, swap-AB")
-    plt.tight_layout()
-    plt.show()
-else:
+fig = lesson.plot_smem_stages()
+if fig is None:
     print("no CUTLASS shared-memory data recorded (data/cutlass_smem/ is empty; run `sm120lab cutlass-smem`)")
+plt.show()
 
 # %% [markdown]
 # ## 2. What the `a` and `f` suffixes mean
@@ -190,8 +172,7 @@ print(lesson.describe_cells(matrix, tks_in, ["mma_nvfp4"], ["compute_120f->sm_12
 # NBVAL_CHECK_OUTPUT
 print(lesson.describe_cells(matrix, [newest], ["arch_conditional", "arch_conditional_feat_only", "mma_nvfp4"],
                             ["sm_120", "sm_120a", "sm_120f", "sm_121"]))
-stub_src = get_probe("arch_conditional").source()
-print("stub message in the probe source:", "Arch conditional MMA instruction used without targeting" in stub_src)
+print(lesson.stub_in_probe_text())
 
 # %% [markdown]
 # ## 6. The Triton route
@@ -222,13 +203,9 @@ print(lesson.verdicts_text(verdict_df))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+print(lesson.live_text(live, live_rows, live_why))
 if live_rows:
-    print(pd.DataFrame(live_rows).to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-    print(f"{len(live_rows)} cells in {live['wall_seconds']:.1f} s")
-    results.record_compile_matrix("02_arch_flags", {f"{r['probe']}|{r['toolkit']}|{r['target']}": r["status"]
-                                                    for r in live_rows})
-else:
-    print(f"live compile not run: {live_why}")
+    _ = results.record_compile_matrix("02_arch_flags", lesson.live_statuses(live_rows))
 
 # %% [markdown]
 # ## 9. On a GPU: run the probes and check the numbers
@@ -241,7 +218,7 @@ else:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(lesson.gpu_probes_text(data_dir(), gpu, gpu_why))
+print(lesson.gpu_probes_text(gpu, gpu_why))
 
 # %% [markdown]
 # A recorded `wgmma` failure that a later run does not show is the probe harness's old bug (it
@@ -249,11 +226,9 @@ print(lesson.gpu_probes_text(data_dir(), gpu, gpu_why))
 # the hardware: the lines above show which recording predates the fix.
 
 # %%
-_ = results.record("02_arch_flags", lesson.results_record(verdict_df, matrix, cells, over))
+_ = results.record("02_arch_flags", lesson.results_record(verdict_df, matrix, cells, over, gpu))
 if gpu is not None:
-    _ = results.record("02_arch_flags", {"gpu_probes": gpu})
-    _ = results.record_verdicts("02_arch_flags", {f"gpu-probe:{r['probe']}@{r['target']}":
-                                                  "correct" if r.get("ok") else "garbage" for r in gpu["results"]})
+    _ = results.record_verdicts("02_arch_flags", lesson.gpu_verdicts(gpu))
 
 # %% [markdown]
 # ## 10. What to set: the decision guide (arch flags, toolkit and versions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..constants import SM120_SMEM_LIMIT
 from .summary import CODES, cell_code, find, grid
 
 #: the feature macros section 2 reads from the macro probe
@@ -38,8 +39,15 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
 
 
-def live_compare(matrix: dict, toolkits=None, targets=None, probes=None, *, jobs: int = 2):
+def live_compare(matrix: dict, toolkits=None, targets=None, probes=None, *, jobs: int = 2, enabled: bool = True):
     """Recompile a subset here (:func:`.matrix.run_matrix`) and compare each cell with the recording.
+
+    Args:
+        matrix: the recorded matrix.
+        toolkits, targets, probes: the subset (None: every toolkit found here, :data:`LIVE_TARGETS`,
+            :data:`LIVE_PROBES`).
+        jobs: parallel compile jobs.
+        enabled: False: compile nothing (the notebook's ``live_compile`` parameter).
 
     Returns:
         ``(live, rows, why)``: the live matrix (None when it could not run), one row per cell
@@ -48,6 +56,8 @@ def live_compare(matrix: dict, toolkits=None, targets=None, probes=None, *, jobs
     """
     from . import matrix as mx
 
+    if not enabled:
+        return None, [], "live_compile=False"
     try:
         tks, tgs, prs = mx.resolve(toolkits, list(targets or LIVE_TARGETS), list(probes or LIVE_PROBES))
         live = mx.run_matrix(tks, tgs, prs, jobs=jobs, progress=False)
@@ -81,7 +91,7 @@ def gpu_probe_run(enabled) -> tuple[dict | None, str]:
 
 
 def headline_rows(verdict_df, over: dict, kinds: dict, over_after: dict, live_rows: list[dict], live_why: str,
-                  gpu: dict | None, gpu_why: str, smem_limit: int) -> list[tuple[str, str, str, str]]:
+                  gpu: dict | None, gpu_why: str, smem_limit: int = SM120_SMEM_LIMIT) -> list[tuple[str, str, str, str]]:
     """Notebook 02's verdict box as ``(claim, value, status, why)`` rows (status: a
     :class:`sm120lab.runs.answer.Status` value): each claim's verdict, the FlashInfer tiles over the
     shared-memory limit, whether the live recompile matches the recording, the GPU probe results."""
@@ -115,6 +125,59 @@ def headline_rows(verdict_df, over: dict, kinds: dict, over_after: dict, live_ro
     else:
         rows.append(("probe kernels run correctly on this GPU", "not run", "not_run", gpu_why))
     return rows
+
+
+def smem_overflow(compile_cutlass: bool = False, *, jobs: int = 2, versions=("0.6.5", "0.7.4"),
+                  data_dir: Path | None = None) -> tuple[dict[str, list[dict]], dict[str, int], dict[str, int]]:
+    """Section 1's numbers: which FlashInfer SM120 grouped-GEMM kernel types overflow, from the
+    recorded CUTLASS shared-storage sizes (``data/cutlass_smem/``).
+
+    A kernel type is over when ``align_1024(stages x stage bytes + epilogue + other) > 101,376 B``
+    (:func:`sm120lab.cutlass_smem.analysis.overflow_summary`).
+
+    Args:
+        compile_cutlass: compile FlashInfer's generated sources first (:func:`sm120lab.cutlass_smem.measure_cached`,
+            ~3 min per file; a recorded result is reused) instead of only reading the recording.
+        jobs: parallel compile jobs when compiling.
+        versions: the FlashInfer versions to compile.
+        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
+
+    Returns:
+        ``(over, kinds, over_after)`` per FlashInfer version: the unpatched kernel configs over the
+        limit, the number of kernel types, and how many stay over with the stage-count patch
+        (all empty when nothing is recorded).
+    """
+    from .. import cutlass_smem
+    from ..cutlass_smem.analysis import overflow_summary
+
+    if compile_cutlass:
+        for version in versions:
+            cutlass_smem.measure_cached(version, jobs=jobs, data_dir=data_dir)
+    return overflow_summary(cutlass_smem.recorded(data_dir))
+
+
+def plot_smem_stages(data_dir: Path | None = None):
+    """Section 1's figure: the shared storage of every recorded unpatched kernel config, stacked
+    ``stages x stage bytes + epilogue + other + padding`` against SM120's 101,376 B
+    (:func:`sm120lab.cutlass_smem.plot_stage_bytes`), nothing saved.
+
+    Args:
+        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
+
+    Returns:
+        The matplotlib figure, or None when no unpatched result is recorded.
+    """
+    import matplotlib.pyplot as plt
+
+    from .. import cutlass_smem
+
+    if not any(not r["patched"] for r in cutlass_smem.recorded(data_dir)):
+        return None
+    fig, ax = plt.subplots(figsize=(14, 5.5))
+    cutlass_smem.plot_stage_bytes(ax=ax, data_dir=data_dir)
+    ax.set_xlabel("kernel config: FlashInfer version, tile MxNxK, epilogue, swap-AB")
+    fig.tight_layout()
+    return fig
 
 
 def recording_text(matrix: dict) -> str:
@@ -201,6 +264,15 @@ def describe_cells(matrix: dict, toolkits, probes, targets) -> str:
     return "\n".join(describe(find(matrix, tk, p, tg)) for tk in toolkits for p in probes for tg in targets)
 
 
+def stub_in_probe_text() -> str:
+    """Section 5: whether the arch-conditional probe's source holds CUTLASS's run-time error text
+    (the ``printf`` the stub prints before ``trap``)."""
+    from .probes import get_probe
+
+    found = "Arch conditional MMA instruction used without targeting" in get_probe("arch_conditional").source()
+    return f"stub message in the probe source: {found}"
+
+
 def triton_text(cells) -> str:
     """Section 6: the Triton rows (the MMA instruction each dot lowers to), or why there are none."""
     tri = cells[cells.frontend == "triton"]
@@ -219,11 +291,47 @@ def verdicts_text(verdict_df) -> str:
     return "\n".join(lines)
 
 
-def gpu_probes_text(data: Path, gpu: dict | None, gpu_why: str) -> str:
-    """Section 9: the recorded probe run (``archflags/h200_probes.json``), the archived runs' probe
-    results, then this run's."""
+def live_text(live: dict | None, rows: list[dict], why: str) -> str:
+    """Section 8: the live recompile's cells against the recording (:func:`live_compare`), with the
+    cell count and wall time, or why it did not run.
+
+    Args:
+        live: the live matrix (its ``wall_seconds`` is read), or None when it did not run.
+        rows: :func:`live_compare`'s rows.
+        why: :func:`live_compare`'s one-line reason ("" when it ran).
+
+    Returns:
+        The table and ``"N cells in S s"``, or ``"live compile not run: <why>"``.
+    """
     import pandas as pd
 
+    if not rows:
+        return f"live compile not run: {why}"
+    return (pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.2f}")
+            + f"\n{len(rows)} cells in {live['wall_seconds']:.1f} s")
+
+
+def live_statuses(rows: list[dict]) -> dict[str, str]:
+    """The live recompile as the run folder records it: ``{"probe|toolkit|target": status}``."""
+    return {f"{r['probe']}|{r['toolkit']}|{r['target']}": r["status"] for r in rows}
+
+
+def gpu_verdicts(gpu: dict | None) -> dict[str, str]:
+    """The GPU probe run as verdicts: ``{"gpu-probe:probe@target": "correct" | "garbage"}`` (a probe
+    is correct when its result matched the CPU reference, ``ok``); empty when no probe ran."""
+    if gpu is None:
+        return {}
+    return {f"gpu-probe:{r['probe']}@{r['target']}": "correct" if r.get("ok") else "garbage" for r in gpu["results"]}
+
+
+def gpu_probes_text(gpu: dict | None, gpu_why: str, data: Path | None = None) -> str:
+    """Section 9: the recorded probe run (``archflags/h200_probes.json``), the archived runs' probe
+    results, then this run's (``data``: the data folder, default :func:`sm120lab.paths.data_dir`)."""
+    import pandas as pd
+
+    from ..paths import data_dir
+
+    data = data_dir() if data is None else data
     lines = []
     recorded = data / "archflags" / "h200_probes.json"
     if recorded.is_file():
@@ -242,12 +350,16 @@ def gpu_probes_text(data: Path, gpu: dict | None, gpu_why: str) -> str:
     return "\n".join(lines)
 
 
-def results_record(verdict_df, matrix: dict, cells, over: dict) -> dict:
-    """What notebook 02 records: the claims' verdicts, the recorded matrix's size and codes, the tiles over the limit."""
-    return {
+def results_record(verdict_df, matrix: dict, cells, over: dict, gpu: dict | None = None) -> dict:
+    """What notebook 02 records: the claims' verdicts, the recorded matrix's size and codes, the tiles over the limit,
+    and the GPU probe run when there was one (``gpu_probes``)."""
+    record = {
         "claims": verdict_df[["claim", "verdict"]].to_dict("records"),
         "recorded_matrix": {"toolkits": toolkit_names(matrix), "cells": len(cells),
                             "codes": cells["code"].value_counts().to_dict()},
         "smem_over_limit": {v: sorted({f"{d['tile']} {d['epilogue']} swap_ab={d['swap_ab']}" for d in ds})
                             for v, ds in over.items()},
     }
+    if gpu is not None:
+        record["gpu_probes"] = gpu
+    return record
