@@ -18,23 +18,13 @@
 # arithmetic on datasheets, **unverified on SM120 hardware**.
 
 # %%
-import textwrap
-from pathlib import Path
-
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from sm120lab import recommend
 from sm120lab.recommend.facts import with_guide_ceiling
 from sm120lab.roofline import get_model, lesson, load_gpus, load_hardware_table, precision_plan
-from sm120lab.roofline.measured import bench_files
 from sm120lab.roofline.published import load_published
 from sm120lab.runs import answer, results
-from sm120lab.runs.answer import Answer, Status
-
-pd.set_option("display.width", 200)
-pd.set_option("display.max_columns", 30)
-pd.set_option("display.float_format", lambda v: f"{v:,.1f}")
 
 # %% tags=["parameters"]
 model = "qwen3.5-397b-a17b"
@@ -56,23 +46,16 @@ gpu_specs = load_gpus()                      # datasheets + the recorded bench c
 pub = lesson.published_vs_ceiling(load_published(), gpu_specs, weight_format=weight_format, context=context_len,
                                   routing=routing)
 seed = lesson.seed_rows(pub)
-seed_spec = gpu_specs["rtx-pro-6000"]
-seed_ceiling = lesson.ceiling_table(cfg, plan, gpu_specs, ["rtx-pro-6000"], tp=2, pp=2, batches=[1, 4, 64],
-                                    context=context_len)
-newest = lesson.newest_bench_file(bench_files(), model=cfg.name)
-efficiency = {T: lesson.kernel_efficiency(newest, tokens=T, gpu=gpu_specs["h200"]) for T in (1, 4)} if newest else {}
+seed_ceiling = lesson.seed_ceiling(cfg, plan, gpu_specs, context=context_len)
+newest, efficiency = lesson.recorded_kernel_efficiency(cfg, gpu_specs["h200"])   # the Triton layer's share of its floor
 # The decision guide's one answer for guide_gpu (its default setup): the ceiling it states counts the
 # checkpoint's own FP4/16-bit split and the cited PCIe all-reduce latency; every headline below uses it.
 guide = recommend.answer(guide_gpu)
 prediction = lesson.guide_prediction(guide, gpu_specs[guide_gpu], efficiency)
-
 # Measure here: a short sweep on this machine's GPU, written into this run's folder (never into data/).
-run_dir = results.results_dir()
-sweep_path = (run_dir.parent if run_dir else Path(".")) / "bench_live.json"
-live, live_why = (None, "measure=False") if not measure else lesson.live_sweep(
-    sweep_path, model=model, command="notebooks/04_throughput (measure)")
-
-box = [Answer(claim, value, Status(status), why) for claim, value, status, why in lesson.headline_rows(
+sweep_path = lesson.live_sweep_path(results.results_dir())
+live, live_why = lesson.live_sweep(sweep_path, model=model, enabled=bool(measure))
+box = [answer.Answer(*row) for row in lesson.headline_rows(
     guide, guide_gpu, seed, seed_ceiling, cfg, weight_format=weight_format, context=context_len, live=live,
     live_why=live_why, live_file=sweep_path.name, prediction=prediction, efficiency=efficiency)]
 answer.show(box)
@@ -114,8 +97,7 @@ print(lesson.gpu_table(load_hardware_table()).to_string(index=False, na_rep="-",
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-h200 = gpu_specs["h200"]
-print(lesson.measured_gpu_text(h200))
+print(lesson.measured_gpu_text(gpu_specs["h200"]))
 
 # %% [markdown]
 # ## 3. The ceiling per GPU
@@ -153,16 +135,13 @@ print(lesson.measured_ceiling_text(cfg, plan, gpu_specs, gpus, tp=tp, pp=pp, bat
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(lesson.seed_table_text(seed, seed_spec))
+print(lesson.seed_table_text(seed, gpu_specs["rtx-pro-6000"]))
 
 # %%
 # the guide's ceiling (checkpoint formats + all-reduce latency) of each row's own setup
 seed_guide = with_guide_ceiling(seed, "rtx-pro-6000")
 print(lesson.guide_seed_text(seed_guide))
-fig = lesson.plot_published(seed_guide, prediction, plan="guide",
-                            title="4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the guide's ceiling",
-                            xlabel="backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, "
-                                   "section 7)")
+fig = lesson.plot_seed_vs_guide(seed_guide, prediction)
 plt.show()
 
 # %% [markdown]
@@ -191,8 +170,8 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(lesson.zipf_skew_text(lesson.zipf_skew_table(cfg, seed_spec, plan, batches=concurrency, context=context_len),
-                            cfg))
+skew = lesson.zipf_skew_table(cfg, gpu_specs["rtx-pro-6000"], plan, batches=concurrency, context=context_len)
+print(lesson.zipf_skew_text(skew, cfg))
 
 # %% [markdown]
 # ## 6. Measured MoE layers, MoE-layer-only
@@ -205,24 +184,19 @@ print(lesson.zipf_skew_text(lesson.zipf_skew_table(cfg, seed_spec, plan, batches
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+print(lesson.live_table_text(live, live_why))
 if live is not None:
-    print(lesson.live_table_text(live))
     _ = results.record_bench("04_throughput", lesson.bench_figures(live))
-else:
-    print(f"no MoE layer measured on this machine: {live_why}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-bw = h200.bandwidth_GBps("measured")
+bw = gpu_specs["h200"].bandwidth_GBps("measured")
 moe_tab = lesson.moe_layer_vs_floor([newest], cfg, bw) if newest else None
-have_moe = moe_tab is not None and not moe_tab.empty
-print(lesson.recorded_moe_text(moe_tab, newest, cfg, bw) if have_moe else
-      "no recorded MoE-layer sweep for this model in data/bench/")
+print(lesson.recorded_moe_text(moe_tab, newest, cfg, bw))
 
 # %%
-if have_moe:
-    fig = lesson.plot_moe_only(moe_tab, cfg, bw, weight_format=weight_format)
-    plt.show()
+fig = lesson.plot_moe_only(moe_tab, cfg, bw, weight_format=weight_format)   # None: no recorded sweep
+plt.show()
 
 # %% [markdown]
 # ## 7. A prediction: the seed's setup with this project's Triton kernel
@@ -247,8 +221,7 @@ print(lesson.prediction_text(prediction, efficiency, seed, gpu_specs["h200"]))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-gap = lesson.gap_paragraph(seed, cfg, plan, context_len, guide_ceiling=guide.ceiling.per_user_tok_s)
-print(textwrap.fill(gap, 110))
+print(lesson.gap_paragraph(seed, cfg, plan, context_len, guide_ceiling=guide.ceiling.per_user_tok_s, width=110))
 
 # %%
 _ = results.record("04_throughput", lesson.results_record(

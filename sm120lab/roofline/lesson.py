@@ -73,6 +73,26 @@ def _row_ceiling(row, gpus: dict[str, GPUSpec], plan_name: str, weight_format: s
                    batch=int(row["concurrency"]), context=context, routing=routing).per_user_tok_s
 
 
+#: the seed report's setup (flashinfer#2723): GPU, TP, PP, and the concurrencies its table and the fit check use
+SEED_SETUP = {"gpu": "rtx-pro-6000", "tp": 2, "pp": 2, "batches": (1, 4, 64)}
+
+
+def seed_ceiling(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec], *, context: int):
+    """:func:`ceiling_table` of the seed report's own setup (:data:`SEED_SETUP`: 4x RTX PRO 6000, TP2 PP2)
+    at 1, 4 and 64 users, uniform routing: the per-user ceiling and whether weights + KV cache + state fit.
+
+    Args:
+        model, plan: the model and its precision plan.
+        gpus: the GPU specs (:func:`sm120lab.roofline.load_gpus`).
+        context: tokens of context per sequence.
+
+    Returns:
+        The ceiling table, one row per concurrency, last row 64 users.
+    """
+    return ceiling_table(model, plan, gpus, [SEED_SETUP["gpu"]], tp=SEED_SETUP["tp"], pp=SEED_SETUP["pp"],
+                         batches=list(SEED_SETUP["batches"]), context=context)
+
+
 def published_vs_ceiling(pub, gpus: dict[str, GPUSpec], *, weight_format: str = "nvfp4", context: int = 2048,
                          routing: str = "uniform"):
     """``pub`` (:func:`~sm120lab.roofline.published.load_published`) with ``ceiling_<plan>`` and
@@ -173,6 +193,29 @@ def kernel_efficiency(bench_file: Path, *, tokens: int, gpu: GPUSpec, prefix: st
             "gpu": gpu.gpu}
 
 
+def recorded_kernel_efficiency(model: ModelConfig, gpu: GPUSpec, *, tokens: Iterable[int] = (1, 4),
+                               files: list[Path] | None = None) -> tuple[Path | None, dict]:
+    """The newest recorded MoE-layer sweep of ``model`` (:func:`newest_bench_file`) and, per T in ``tokens``,
+    the fraction of its datasheet-bandwidth floor the fastest Triton layer reached there,
+    ``eta = floor_us(T) / us_median(T)`` (:func:`kernel_efficiency`).
+
+    Args:
+        model: the model preset; only sweeps recorded for it count.
+        gpu: the GPU the sweeps ran on (its datasheet bandwidth sets the floor).
+        tokens: the T values (concurrent users) to read.
+        files: the bench files to choose from (default: ``data/bench/moe_*.json``).
+
+    Returns:
+        ``(file, {T: efficiency dict or None})``; ``(None, {})`` when no sweep is recorded for the model.
+    """
+    from .measured import bench_files
+
+    newest = newest_bench_file(bench_files() if files is None else files, model=model.name)
+    if newest is None:
+        return None, {}
+    return newest, {T: kernel_efficiency(newest, tokens=T, gpu=gpu) for T in tokens}
+
+
 def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta: float, *, tp: int, pp: int,
                         batch: int, context: int, routing: str = "uniform", collective_latency_us: float = 0.0) -> dict:
     """Per-user tok/s of ``model`` on TP x PP ``spec`` if its MoE layers ran at ``eta`` of their floor
@@ -263,11 +306,20 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
     return fig
 
 
-def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None = None) -> str:
+def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None = None,
+                  width: int | None = None) -> str:
     """What the seed table says against the ceiling, in words, every number computed from ``seed``
     (:func:`published_vs_ceiling` rows of :func:`seed_rows`) and the model. ``guide_ceiling``: the
     decision guide's ceiling for the same setup (checkpoint formats and all-reduce latency counted),
-    quoted beside the bandwidth-only floor of ``plan``."""
+    quoted beside the bandwidth-only floor of ``plan``. ``width``: wrap the paragraph into lines of at
+    most that many characters (None: one line)."""
+    import textwrap
+
+    text = _gap_text(seed, model, plan, context, guide_ceiling)
+    return text if width is None else textwrap.fill(text, width)
+
+
+def _gap_text(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None) -> str:
     marlin1, fi1 = seed_value(seed, "Marlin", 1, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 1, "tok_s")
     fi1a = seed_value(seed, "FlashInfer CUTLASS 120a", 1, "tok_s")
     marlin4, fi4 = seed_value(seed, "Marlin", 4, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 4, "tok_s")
@@ -323,16 +375,28 @@ def bench_figures(doc) -> dict[str, dict]:
     return out
 
 
+def live_sweep_path(run_dir: Path | None) -> Path:
+    """Where notebook 04's live sweep is written: ``<run folder>/bench_live.json`` beside the run's
+    ``results/`` folder (``run_dir``, :func:`sm120lab.runs.results.results_dir`), or ``./bench_live.json``
+    outside a run; never into ``data/``."""
+    return (run_dir.parent if run_dir else Path(".")) / "bench_live.json"
+
+
 def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=("triton-w4a16", "torch-bf16-grouped"),
-               budget_s: float = 240.0, command: str = "") -> tuple[dict | None, str]:
+               budget_s: float = 240.0, command: str = "notebooks/04_throughput (measure)",
+               enabled: bool = True) -> tuple[dict | None, str]:
     """A short MoE-layer sweep on this machine's CUDA GPU (``sm120lab.bench.moe``), written to ``out_path``.
 
     T values not started within ``budget_s`` seconds are skipped (the bench records which).
+    ``enabled=False`` (the notebook's ``measure=False``) runs nothing.
 
     Returns:
         (document, "") after a sweep; (None, one-line reason) when this machine cannot run one.
     """
     import time
+
+    if not enabled:
+        return None, "measure=False"
 
     try:
         import torch
@@ -358,6 +422,11 @@ def live_sweep(out_path: Path, *, model: str, tokens=(1, 4, 16, 64), contenders=
 
 def _fmt1(x) -> str:
     return f"{x:.1f}"
+
+
+def _fmt1k(x) -> str:
+    """One decimal with thousands separators (the tables of measured microseconds and tok/s)."""
+    return f"{x:,.1f}"
 
 
 def step_cost_text(model: ModelConfig, plan: Precision, precision: str, context: int, batches: Iterable[int]) -> str:
@@ -460,7 +529,8 @@ def measured_ceiling_text(model: ModelConfig, plan: Precision, gpus: dict[str, G
     meas = ceiling_table(model, plan, gpus, ["h200"], tp=tp, pp=pp, batches=batches, context=context,
                          routing=routing, bandwidth="measured")
     return (f"h200 at the measured {h200.measured_copy_GBps:,.0f} GB/s ({h200.measured_source}):\n"
-            + meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound", "bandwidth"]].to_string(index=False))
+            + meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound", "bandwidth"]].to_string(index=False,
+                                                                                             float_format=_fmt1k))
 
 
 #: section 4's columns of :func:`seed_rows` and their printed names
@@ -525,14 +595,17 @@ def zipf_skew_text(skew, model: ModelConfig) -> str:
             .to_string(float_format=_fmt1))
 
 
-def live_table_text(doc) -> str:
-    """Section 6: this machine's short sweep (:func:`live_sweep`), MoE-layer us by contender, timing and T."""
+def live_table_text(doc, why: str = "") -> str:
+    """Section 6: this machine's short sweep (:func:`live_sweep`), MoE-layer us by contender, timing and T;
+    with no sweep (``doc`` None), ``why`` (:func:`live_sweep`'s reason)."""
     import pandas as pd
 
+    if doc is None:
+        return f"no MoE layer measured on this machine: {why}"
     doc = bench_doc(doc)
     tab = pd.DataFrame([r.as_dict() for r in doc.rows_for(op="moe", timing=None)])
     return (f"this machine ({doc.gpu}), MoE layer us by contender and T:\n"
-            + tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string())
+            + tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string(float_format=_fmt1k))
 
 
 def best_moe_row(doc, tokens: int = 1):
@@ -541,20 +614,23 @@ def best_moe_row(doc, tokens: int = 1):
     return min(rows, key=lambda r: r.us_median) if rows else None
 
 
-def recorded_moe_text(moe_tab, bench_file: Path, model: ModelConfig, bandwidth_GBps: float) -> str:
+def recorded_moe_text(moe_tab, bench_file: Path | None, model: ModelConfig, bandwidth_GBps: float) -> str:
     """Section 6: the recorded sweep's MoE-layer us and % of the memory floor (:func:`moe_layer_vs_floor`),
-    and the distinct experts its routings touched against E(1-(1-k/E)^T)."""
+    and the distinct experts its routings touched against E(1-(1-k/E)^T); with no sweep for the model
+    (``moe_tab`` None or empty), a line saying so."""
     import pandas as pd
 
     from .measured import measured_active_experts
     from .routing import expected_distinct_uniform
 
+    if moe_tab is None or moe_tab.empty:
+        return "no recorded MoE-layer sweep for this model in data/bench/"
     lines = [f"recorded: data/bench/{bench_file.name} ({moe_tab['gpu'].iloc[0]}); floor at the measured copy "
              f"bandwidth {bandwidth_GBps:,.0f} GB/s; {model.n_layers} MoE layers per decode step",
              "\nMoE layer time, us:",
-             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string(),
+             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="us_median").to_string(float_format=_fmt1k),
              "\n% of the memory floor reached:",
-             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="pct_of_floor").to_string()]
+             moe_tab.pivot_table(index=["contender", "timing"], columns="T", values="pct_of_floor").to_string(float_format=_fmt1k)]
     act = pd.DataFrame(measured_active_experts([bench_file]))
     if not act.empty:
         act["E[distinct] formula"] = [expected_distinct_uniform(int(r.E), int(r.k), int(r.T)) for r in act.itertuples()]
@@ -565,10 +641,13 @@ def recorded_moe_text(moe_tab, bench_file: Path, model: ModelConfig, bandwidth_G
 
 
 def plot_moe_only(moe_tab, model: ModelConfig, bandwidth_GBps: float, *, weight_format: str = "nvfp4"):
-    """Section 6's figure: MoE-layer-only tok/s per user vs T per contender, against the memory floor."""
+    """Section 6's figure: MoE-layer-only tok/s per user, ``1e6 / (n_layers x us)``, vs T per contender,
+    against the memory floor ``1e6 / (n_layers x floor_us(T))``; None when ``moe_tab`` is None or empty."""
     import matplotlib.pyplot as plt
     import numpy as np
 
+    if moe_tab is None or moe_tab.empty:
+        return None
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for (contender, timing), g in moe_tab.groupby(["contender", "timing"]):
         ax.plot(g["T"], g["moe_only_per_user_tok_s"], "o-", label=f"{contender} [{timing}]")
@@ -690,6 +769,16 @@ def measured_gpu_text(spec: GPUSpec) -> str:
     return (f"measured on the H200: copy {spec.measured_copy_GBps:,.0f} GB/s "
             f"({100 * spec.measured_copy_GBps / spec.mem_bw_GBps:.0f}% of the datasheet {spec.mem_bw_GBps:g}), "
             f"bf16 matmul {spec.measured_bf16_TFLOPs:,.0f} TFLOP/s; from {spec.measured_source}")
+
+
+def plot_seed_vs_guide(seed_guide, prediction: dict | None = None):
+    """Section 4's figure: :func:`plot_published` of the seed's rows against the decision guide's ceiling of
+    each row's own setup (``seed_guide``: ``sm120lab.recommend.facts.with_guide_ceiling`` of :func:`seed_rows`),
+    ``% = 100 x tok_s / ceiling_guide``, with the kernel ``prediction`` as the last group."""
+    return plot_published(seed_guide, prediction, plan="guide",
+                          title="4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the guide's ceiling",
+                          xlabel="backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, "
+                                 "section 7)")
 
 
 def guide_seed_text(seed_guide) -> str:
