@@ -35,17 +35,15 @@ if not torch.cuda.is_available():
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from sm120lab.bench.moe import find_row
-from sm120lab.bench.plot import pct_of_floor, plot_moe
-from sm120lab.constants import SENTINEL
+from sm120lab.bench import lesson
+from sm120lab.bench.plot import plot_moe
 from sm120lab.kernels.layout import decode_tile_layout, frag_tile_map, plot_decode_tile, plot_frag_tile
 from sm120lab.kernels.moe_frag import frag_supported
-from sm120lab.kernels.moe_layer import fused_moe_packed, interpreting
-from sm120lab.kernels.prepack import prepare_moe_weights, unpack_moe_weights
+from sm120lab.kernels.moe_layer import interpreting
+from sm120lab.kernels.prepack import prepare_moe_weights
 from sm120lab.moe import make_moe_problem
 from sm120lab.moe.reference import moe_reference
 from sm120lab.runs import answer
-from sm120lab.runs.answer import Answer, Status
 
 pd.set_option("display.width", 200)
 
@@ -65,67 +63,19 @@ seed = 0
 # %%
 with open(bench_json) as fh:
     run = json.load(fh)
-tg = run["targets"]
 
 # correctness on this machine: the kernel called from the package on a small problem, poisoned output
 prob = make_moe_problem("tiny", tokens=6, routing="uniform", seed=seed,
                         device="cuda" if torch.cuda.is_available() else "cpu")
 packed = prepare_moe_weights(prob.w13_swizzled, prob.w2_swizzled)
-u13, u2 = unpack_moe_weights(packed)
-round_trip = (torch.equal(u13.data, prob.w13_swizzled.data)
-              and torch.equal(u13.scale.view(torch.uint8), prob.w13_swizzled.scale.view(torch.uint8))
-              and torch.equal(u2.data, prob.w2_swizzled.data)
-              and torch.equal(u2.scale.view(torch.uint8), prob.w2_swizzled.scale.view(torch.uint8)))
-out = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
-fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, out=out, _poison=True)
+round_trip = lesson.packed_round_trip(prob.w13_swizzled, prob.w2_swizzled, packed)
 ref = moe_reference(prob.hidden, prob.topk_ids, prob.topk_weights, prob.w13, prob.w2, dtype=torch.float64)
-rel = float((out.double() - ref.double()).norm() / ref.double().norm())
-written = bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
+kernel = lesson.run_packed(prob, packed, ref)   # relative error vs fp64, every output written
 where = "CPU interpreter" if interpreting() else torch.cuda.get_device_name()
 
-
-def pct(d):
-    return ", ".join(f"T={t}: {v:.0f}%" for t, v in d.items() if v is not None)
-
-
-def ratio(d):
-    return ", ".join(f"T={t}: {v:.2f}x" for t, v in d.items() if v is not None)
-
-
-def where_t(d, ok, yes, no):
-    """'yes at every T' / 'yes at T = a, b; no at T = c' over the measured T; unmeasured T named as such."""
-    groups = {yes: [t for t, v in d.items() if v is not None and ok(v)],
-              no: [t for t, v in d.items() if v is not None and not ok(v)],
-              "not measured": [t for t, v in d.items() if v is None]}
-    parts = [f"{k} at {'every T' if len(ts) == len(d) else 'T = ' + ', '.join(ts)}" for k, ts in groups.items() if ts]
-    return "; ".join(parts) or "nothing measured"
-
-
 gpu = run["env"]["gpu"]["name"]
-box = [
-    Answer(f"{'Fragment (tensor-core)' if frag_supported(prob.hidden.device) else 'Decode'} kernel on prepared "
-           "weights, this machine", f"rel. error {rel:.1e} vs fp64",
-           Status.ok if (written and round_trip and rel < 1e-2) else Status.bad,
-           f"{where}; every output written; unpack(prepack(w)) == w: {round_trip}"),
-    Answer(f"Recorded run ({gpu}): correctness checks", "pass" if run.get("checks_ok") else "FAIL",
-           Status.ok if run.get("checks_ok") else Status.bad,
-           f"{sum(c['ok'] for c in run['checks'])}/{len(run['checks'])} cases, seed {run['seed']}"),
-    Answer("w13 GEMM >= 75% of copy bandwidth at T <= 16", pct(tg["w13_pct_copy_bw"]),
-           Status.ok if tg["w13_ge_75pct_copy_bw"] else Status.bad,
-           "paths: " + ", ".join(f"T={t}: {(find_row(run, int(t), 'triton-w4a16', 'moe') or {}).get('path')}"
-                                 for t in tg["w13_pct_copy_bw"])),
-    Answer("Layer within 1.35x of the NVFP4 byte floor at T <= 16", ratio(tg["layer_x_floor"]),
-           Status.ok if tg["layer_within_1.35x_floor"] else Status.bad, "time / (active experts' NVFP4 bytes / copy BW)"),
-    Answer("Faster than torch FP8 grouped GEMM at every T", ratio(tg["speedup_vs_fp8"]),
-           Status.ok if tg["faster_than_fp8_every_T"] else Status.warn,
-           where_t(tg["speedup_vs_fp8"], lambda v: v > 1.0, "faster", "slower")),
-    Answer(">= 1.0x torch bf16 grouped GEMM at T=4096",
-           f"{tg['speedup_vs_bf16_T4096']:.2f}x" if tg["speedup_vs_bf16_T4096"] else "n/a",
-           Status.ok if tg["ge_1.0x_bf16_T4096"] else Status.bad,
-           f"ours at T=4096: {(find_row(run, 4096, 'triton-w4a16', 'moe') or {}).get('path')} path"),
-    Answer("Same kernels on SM120", "compiled only", Status.not_run,
-           "AOT for sm_120/121 (data/triton_aot/): fits 101,376 B; unverified on SM120 hardware"),
-]
+box = [answer.Answer(*row) for row in lesson.headline_rows(run, kernel, round_trip=round_trip, where=where,
+                                                            fragment=frag_supported(prob.hidden.device))]
 answer.show(box, title=f"NVFP4 MoE kernel: this machine ({where}) and the recorded {gpu} run")
 _ = answer.record(box, "07_nvfp4_moe_kernel")
 
@@ -145,12 +95,7 @@ _ = answer.record(box, "07_nvfp4_moe_kernel")
 p13 = packed.w13
 print(f"w13 words {tuple(p13.words.shape)} {p13.words.dtype}, scales {tuple(p13.scales.shape)} {p13.scales.dtype}, "
       f"alpha {tuple(p13.alpha.shape)}")
-word = int(p13.words[0, 0, 0]) & 0xFFFFFFFF
-codes = [(word >> (4 * j)) & 0xF for j in range(8)]
-e4m3 = [((c & 8) << 4) | ((c & 7) << 2) for c in codes]
-vals = torch.tensor(e4m3, dtype=torch.uint8).view(torch.float8_e4m3fn).float() * 64
-pd.DataFrame({"code (s|m)": [f"{c:04b}" for c in codes], "E4M3 byte": [f"0x{b:02x}" for b in e4m3],
-              "E4M3 value x 2**6 = E2M1": vals.tolist()}, index=[f"element {j}" for j in range(8)])
+lesson.word_codes_table(int(p13.words[0, 0, 0]) & 0xFFFFFFFF)   # the first word of expert 0's w13
 
 # %% [markdown]
 # **Which thread holds which codes and scales.** Triton picks the register layout of the weight
@@ -199,17 +144,7 @@ plt.show()
 # machine can run, on the tiny preset with poisoned outputs:
 
 # %%
-paths = [("decode", {"frag": False, "decode": True}), ("mma", {"frag": False, "decode": False})]
-if frag_supported(prob.hidden.device):
-    paths.insert(0, ("fragment", {"frag": True}))
-rows = []
-for name, kw in paths:
-    o = torch.full((prob.tokens, prob.config.H), SENTINEL, dtype=torch.bfloat16, device=prob.hidden.device)
-    fused_moe_packed(prob.hidden, prob.topk_ids, prob.topk_weights, packed, out=o, _poison=True, **kw)
-    rows.append({"path": name,
-                 "rel. error vs fp64": float((o.double() - ref.double()).norm() / ref.double().norm()),
-                 "all written": bool(torch.isfinite(o).all()) and not bool((o == SENTINEL).any())})
-pd.DataFrame(rows)
+lesson.path_table(prob, packed, ref)
 
 # %% [markdown]
 # ## 3. Correctness in the recorded H200 run
@@ -233,19 +168,7 @@ plot_moe(run)
 plt.show()
 
 # %%
-table = []
-for t in sorted({r["T"] for r in run["rows"]}):
-    line = {"T": t}
-    for c in ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped"):
-        r = find_row(run, t, c, "moe")
-        line[f"{c} us"] = round(r["us_median"], 1) if r else None
-    ours = find_row(run, t, "triton-w4a16", "moe")
-    w13 = find_row(run, t, "triton-w4a16", "w13")
-    line["ours path"] = ours.get("path") if ours else None
-    line["ours % floor"] = round(dict(pct_of_floor(run, "triton-w4a16")).get(t, float("nan")), 1)
-    line["w13 % copy BW"] = round(w13["pct_copy_bw"], 1) if w13 else None
-    table.append(line)
-pd.DataFrame(table)
+lesson.bench_table(run)
 
 # %% [markdown]
 # ## 5. Live on this machine (GPU only)
@@ -253,18 +176,11 @@ pd.DataFrame(table)
 # The same contenders at `live_tokens`, timed with `triton.testing.do_bench_cudagraph` on this GPU.
 
 # %%
-if live == "auto" and torch.cuda.is_available():
-    import tempfile
-
-    from sm120lab.bench.moe import run_moe_bench
-
-    live_doc = run_moe_bench(os.path.join(tempfile.mkdtemp(), "live_bench.json"), tokens=tuple(live_tokens), tune=False, check=True,
-                             command="notebook 07", log=lambda m: None)
+live_doc = lesson.live_run(live_tokens, enabled=live == "auto")   # None without a CUDA GPU
+if live_doc is not None:
     plot_moe(live_doc)
     plt.show()
-    print("live targets:", json.dumps(live_doc["targets"], indent=1))
-else:
-    print("no CUDA GPU here (or live='off'): the figure above is the recorded H200 run")
+print(lesson.live_targets_text(live_doc))
 
 # %% [markdown]
 # ## What the numbers say
