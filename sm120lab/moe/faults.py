@@ -193,15 +193,18 @@ class OffByOneOffsets(FaultyBackend):
     """The end offset of one routed group is one too small, so the group's last row (one (token, expert)
     cell) runs with expert ``target + 1``'s weights (:meth:`Grouping.bounds`).
 
-    Which group: among routed experts below ``E - 1`` whose last row's token is not also routed to
-    ``target + 1`` (there the cell would only change weight between two experts the token already
-    uses, and no single expert is to blame), the one whose cell carries the largest routing weight
-    (ties: the lowest expert id). A cell weighted 5e-5 under a "hot" router changes the output by
-    less than rounding, so it is not a fault the harness can be asked to see. With no such group the
-    fault changes nothing and is counted not applicable.
+    Which group: a routed expert below ``E - 1`` whose last row's token is not also routed to
+    ``target + 1`` (there the cell would only move between two experts the token already uses, and no
+    single expert is to blame). Among those, in order of the cell's routing weight (at most
+    :attr:`TRIED`), the first whose cell changes by ``|y_{e+1}(h) - y_e(h)| >= MIN_CHANGE * |y_e(h)|``,
+    else the one that changes most: two experts can answer one token alike (0.38 apart on one
+    "hot" draw), and a fault that changes nothing visible is not one the harness can be asked to see.
+    With no such group the fault changes nothing and is counted not applicable.
     """
 
     name, fault = "fault-offset-off-by-one", "one group end offset one too small: its last row runs with the next expert"
+    #: candidate groups whose moved cell is computed; the relative change that ends the search
+    TRIED, MIN_CHANGE = 8, 1.0
 
     def _target(self, problem) -> int | None:
         """Chosen once per routing (``topk_ids`` object): the harness's per-slot probes reuse the
@@ -215,18 +218,42 @@ class OffByOneOffsets(FaultyBackend):
 
     def _pick(self, problem) -> int | None:
         g = group_by_expert(problem.topk_ids, problem.config.E)
-        best = None
+        cands = []
         for e in _routed(problem):
             if e >= problem.config.E - 1:
                 continue
             tok = int(g.tokens[int(g.offsets[e]) - 1])
             ids = problem.topk_ids[tok].tolist()
-            if e + 1 in ids:
-                continue
-            w = abs(float(problem.topk_weights[tok][ids.index(e)]))
-            if best is None or w > best[0]:
-                best = (w, e)
+            if e + 1 not in ids:
+                cands.append((-abs(float(problem.topk_weights[tok][ids.index(e)])), e, tok))
+        best = None
+        for _, e, tok in sorted(cands)[:self.TRIED]:
+            change = self._change(problem, g, e, tok)
+            if best is None or change > best[0]:
+                best = (change, e)
+            if change >= self.MIN_CHANGE:
+                break
         return None if best is None else best[1]
+
+    @staticmethod
+    def _change(problem, g, e: int, tok: int) -> float:
+        """The moved cell's deviation as the harness measures it (:func:`.metrics.cell_rel`):
+        ``||y_{e+1}(h) - y_e(h)|| / max(||y_e(h)||, DEV_FLOOR * median ||y_e||)`` over expert ``e``'s rows."""
+        from .metrics import DEV_FLOOR
+        from .reference import moe_reference_slots
+
+        start = int(g.offsets[e - 1]) if e else 0
+        rows = g.tokens[start:int(g.offsets[e])].to(problem.hidden.device)
+        dt = _dtype(problem.device)
+        y_e = moe_reference_slots(problem.hidden[rows], torch.full((len(rows), 1), e, device=rows.device),
+                                  problem.w13, problem.w2, dtype=dt)[:, 0]
+        y_n = moe_reference_slots(problem.hidden[tok:tok + 1], torch.tensor([[e + 1]], device=rows.device),
+                                  problem.w13, problem.w2, dtype=dt)[0, 0]
+        norms = y_e.norm(dim=-1)
+        floor = DEV_FLOOR * float(norms[norms > 0].median()) if bool((norms > 0).any()) else 0.0
+        den = max(float(y_e[-1].norm()), floor)
+        diff = float((y_n - y_e[-1]).norm())
+        return diff / den if den > 0 else (0.0 if diff == 0 else float("inf"))
 
     def offsets(self, problem):
         t = self._target(problem)

@@ -99,7 +99,7 @@ EXPERT_CONSISTENT = 0.5
 W4A4_CELL_Z = 12.0
 W4A4_EXPERT_Z = 8.0
 #: W4A4 backends: the global garbage limit is at least this many e_a (the envelope's garbage_rel_w4a4)
-W4A4_GLOBAL_Z = 5.0
+W4A4_GLOBAL_Z = 8.0
 #: mixing: a main-run token farther than this from the weighted sum of the backend's own per-slot
 #: probe outputs (relative, floored) combined its experts with wrong weights
 MIX_LIMIT = 0.05
