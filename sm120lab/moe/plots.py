@@ -8,14 +8,17 @@
   ``emulated-w4a4``: identically 0) are left out;
 - :func:`plot_expert_bars`: per-expert relative error vs the reference, with the envelope's lines;
 - :func:`plot_histograms`: histogram of per-cell errors vs the reference per backend (log x); cells
-  exactly 0 cannot sit on a log axis and are counted in the legend instead.
+  exactly 0 cannot sit on a log axis and are counted in the legend instead;
+- :func:`plot_expert_load`: the (token, slot) pairs each expert of a problem receives;
+- :func:`plot_output_row`: one output row of a backend over the reference's, at its worst token.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SELF_TWINS", "error_matrix", "plot_heatmap", "plot_expert_bars", "plot_histograms"]
+__all__ = ["SELF_TWINS", "error_matrix", "output_pair", "plot_expert_load", "plot_heatmap", "plot_expert_bars",
+           "plot_histograms", "plot_output_row"]
 
 
 def error_matrix(report, num_experts: int, kind: str = "dev") -> np.ndarray:
@@ -111,4 +114,61 @@ def plot_histograms(result, backends=None):
     ax.set_xlabel("relative error vs reference per (token, expert) cell")
     ax.set_ylabel("cells")
     ax.legend(fontsize=7)
+    return fig
+
+
+def plot_expert_load(problem):
+    """Bar per expert e of ``problem``: the (token, slot) pairs routed to it, ``#{(t, j): topk_ids[t, j] = e}``
+    (:meth:`~sm120lab.moe.problem.MoEProblem.expert_counts`), titled with the problem's routing.
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    counts = problem.expert_counts().cpu().numpy()
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    ax.bar(np.arange(len(counts)), counts)
+    ax.set_xlabel("expert")
+    ax.set_ylabel("routed (token, slot) pairs")
+    ax.set_title(f"expert load ({problem.describe()['routing']} routing)")
+    fig.tight_layout()
+    return fig
+
+
+def output_pair(result, name: str):
+    """``(report of backend name, reference report)`` when both ran with their outputs kept, else None."""
+    rep, ref = result.reports.get(name), result.reports.get("reference")
+    if rep is None or ref is None or rep.output is None or ref.output is None or rep.diff is None:
+        return None
+    return rep, ref
+
+
+def plot_output_row(result, name: str = "fault-linear-as-swizzled", label: str = "linear scales read as swizzled"):
+    """One output row of backend ``name`` drawn over the reference's, at the token with the largest
+    relative error ``argmax_t ||out_t - ref_t|| / ||ref_t||`` (infinite errors left out).
+
+    Args:
+        result: a :class:`~sm120lab.moe.harness.CheckResult` run with ``keep_output=True``.
+        name: the backend (by default the planted fault that reads linear scales as swizzled).
+        label: its legend entry.
+
+    Returns:
+        The matplotlib figure, or None when ``name`` or the reference did not run (:func:`output_pair`).
+    """
+    import matplotlib.pyplot as plt
+
+    pair = output_pair(result, name)
+    if pair is None:
+        return None
+    rep, ref = pair
+    t = int(np.argmax(np.nan_to_num(rep.diff.per_token, posinf=0)))
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    ax.plot(ref.output[t].double().cpu().numpy(), lw=1, label="reference")
+    ax.plot(rep.output[t].double().cpu().numpy(), lw=1, alpha=.8, label=label)
+    ax.set_title(f"token {t}: one output row")
+    ax.set_xlabel("hidden channel")
+    ax.set_ylabel("output value")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
     return fig

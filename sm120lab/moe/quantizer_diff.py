@@ -20,7 +20,7 @@ from sm120lab.nvfp4.quantize import default_global_scale
 
 from .verdict import Verdict
 
-__all__ = ["QuantizerDiff", "compare_nvfp4_bytes", "diff_quantizer", "flashinfer_fp4_quantize_diffs"]
+__all__ = ["QuantizerDiff", "compare_nvfp4_bytes", "diff_quantizer", "flashinfer_fp4_quantize_diffs", "self_check_diffs"]
 
 
 @dataclass
@@ -96,6 +96,34 @@ def diff_quantizer(fn, x: torch.Tensor, gscale: torch.Tensor, *, layout: str, na
         res.silent = True
         res.note = (res.note + "; " if res.note else "") + "returned without error but the bytes are wrong: SILENT failure"
     return res
+
+
+def self_check_diffs(x: torch.Tensor, gscale: torch.Tensor,
+                     layouts: tuple[str, ...] = ("linear", "swizzled")) -> list[QuantizerDiff]:
+    """The diff's two controls per scale layout: ``quantize_nvfp4`` against itself (must be ``correct``,
+    every byte equal) and a quantizer that returns without writing its outputs (all-zero codes and
+    scales: ``garbage``, a SILENT failure, what FlashInfer 0.6.5's ``fp4_quantize`` does on SM90).
+
+    Args:
+        x: activations [M, K] (K a multiple of 16).
+        gscale: the per-tensor global scale (one element).
+        layouts: the scale layouts to diff in.
+
+    Returns:
+        Per layout: the self diff, then the unwritten-output diff.
+    """
+    g = gscale.reshape(())
+    out = []
+    for layout in layouts:
+        def ours(a, _g, lay=layout):
+            q = quantize_nvfp4(a, g, scale_layout=lay)
+            return q.data, q.scale
+
+        ref = quantize_nvfp4(x, g, scale_layout=layout)
+        out.append(diff_quantizer(ours, x, gscale, layout=layout, name="sm120lab (self)"))
+        out.append(diff_quantizer(lambda a, _g, q=ref: (torch.zeros_like(q.data), torch.zeros_like(q.scale)),
+                                  x, gscale, layout=layout, name="unwritten output"))
+    return out
 
 
 def flashinfer_fp4_quantize_diffs(x: torch.Tensor, gscale: torch.Tensor | None = None) -> list[QuantizerDiff]:
