@@ -104,129 +104,23 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     ]),
 }
 
-_CORE = "flashinfer/fused_moe/core.py"
-_BIND = "flashinfer/data/csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu"
-_QU = "flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh"
-_API = "flashinfer/fused_moe/api.py"
-_PREP = "flashinfer/fused_moe/prepare.py"
-_RUN = "flashinfer/fused_moe/runners.py"
-_W4A16 = "flashinfer/fused_moe/cute_dsl/blackwell_sm12x/moe_w4a16_prepare.py"
-_VCUT = ("vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py",
-         "vllm/model_executor/layers/fused_moe/cutlass_moe.py")
-_VMAR = ("vllm/model_executor/layers/fused_moe/experts/marlin_moe.py",
-         "vllm/model_executor/layers/fused_moe/fused_marlin_moe.py")
-_VMU = "vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py"
-_VORA = "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py"
-_VFI = "vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py"
+#: the facts, as data: sm120lab/devtools/api_facts.yaml (files by short name, anchors, claims)
+FACTS_YAML = Path(__file__).with_name("api_facts.yaml")
 
-FACTS: dict[str, tuple[Fact, ...]] = {
-    "flashinfer-python": (
-        Fact("fi.cutlass.nvfp4_is_int64_weights", _BIND, "return mWeightDtype == dl_int64 &&",
-             "the binding takes the NVFP4 path when fc1_expert_weights is int64 (packed FP4 viewed as int64)"),
-        Fact("fi.cutlass.quant_scales_6", _BIND, "Expecting 6 quant scales for nvfp4 quantization",
-             "NVFP4 quant_scales has 6 entries: a1 gs, w1 block scales, w1 alpha, a2 gs, w2 block scales, w2 alpha"),
-        Fact("fi.cutlass.quant_scales_order", _CORE, "- gemm1 activation global scale",
-             "quant_scales order (docstring): gemm1 act global, gemm1 weight block scales, gemm1 dequant, "
-             "gemm2 act global, gemm2 weight block scales, gemm2 dequant"),
-        Fact("fi.cutlass.block_scales_int32", _BIND, "CHECK_INPUT_TYPE(fc1_weight_block, dl_int32);",
-             "NVFP4 weight block scales are passed as int32 (4 E4M3 bytes each)",
-             after="Expecting 6 quant scales for nvfp4 quantization"),
-        Fact("fi.cutlass.fc1_block_shape", _BIND,
-             "fc1 weight block size must be (num_experts_on_rank, inter_size * 2, hidden_size // ",
-             "gated fc1 block scales are [E, align64(I)*2, align64(H)/64] int32 (128x4-swizzled, padded)",
-             after="Expecting 6 quant scales for nvfp4 quantization"),
-        Fact("fi.cutlass.act_global_scalar_or_E", _BIND, "fc1 act global must be scalar or (num_experts_on_rank,)",
-             "the NVFP4 activation global scales (quant_scales[0], [3]) are 0-d or [E] fp32; a [1] tensor fails "
-             "for E > 1", after="Expecting 6 quant scales for nvfp4 quantization"),
-        Fact("fi.cutlass.inner_dim_16", _BIND, "mInnerDimMultiplier = 16;  // 16 FP4 -> 1 LONG",
-             "int64 weights hold 16 FP4 values per element: fc1 [E, 2I, H/16], fc2 [E, H, I/16] as int64"),
-        Fact("fi.cutlass.fc1_twice_fc2", _BIND, "fc1_expert_weights inter size must be 2 times fc2_expert_weights",
-             "gated fc1 has 2x the intermediate rows of fc2 ([up; gate] stacked)"),
-        Fact("fi.cutlass.fc1_global_per_expert", _BIND, "fc1 global size must be (num_experts_on_rank,)",
-             "the gemm1 dequant scale (alpha) is [E] fp32"),
-        Fact("fi.cutlass.output_checked", _CORE, 'output, output_shape, output_dtype, input.device, "output"',
-             "a caller's output buffer must have shape [T, H], dtype output_dtype and input's device"),
-        Fact("fi.cutlass.act_global_encode_side", _QU,
-             "auto SFValue = SFScaleVal * (vecMax * reciprocal_approximate_ftz(6.0f));",
-             "the activation global scale multiplies amax/6 into the E4M3 block scale: it is the encode-side "
-             "gs = 448*6/amax (1/input_scale)"),
-        Fact("fi.cutlass.unified_scale_rows", _RUN, "round_up(gemm1_rows, 128),",
-             "0.7.x unified CUTLASS NVFP4 runner expects w1 block scales [E, round_up(2I, 128), round_up(H/16, 4)]: "
-             "the whole [up; gate] matrix swizzled at once, then viewed as int32 for the flat call"),
-        Fact("fi.cutlass.nvfp4_4over6_kwarg", _CORE, "nvfp4_4over6: Optional[NVFP44Over6Config] = _UNSET,",
-             "0.7.x: nvfp4_4over6 (keyword-only); omitted reads FLASHINFER_NVFP4_4OVER6* env vars, "
-             "None pins the standard NVFP4 recipe"),
-        Fact("fi.moe.w1_up_gate", _API, "``[up, gate]`` order",
-             "every XxxConfig.prepare_weights takes w1 [E, 2I, H] with rows in [up; gate] order"),
-        Fact("fi.cutile.swaps_to_gate_up", _PREP, "up, gate = w1_fp4.chunk(2, dim=1)",
-             "prepare_cutile_nvfp4_weights splits w1 as [up; gate] and stores [gate; up]"),
-        Fact("fi.cutile.dtypes", _PREP, 'raise TypeError("cuTile NVFP4 block scales must use torch.float8_e4m3fn.")',
-             "w1/w2 packed uint8, LINEAR block scales float8_e4m3fn [E, N, K/16], global scales float32"),
-        Fact("fi.cutile.w2_global_shape", _PREP, 'raise ValueError("cuTile NVFP4 GEMM2 global scale must have shape [E].")',
-             "weight global scales are [E] ([E] or [E, 2] for gated w1)"),
-        Fact("fi.cutile.modelopt_decode_side", _PREP, 'if source == "compressed_tensors":',
-             "compressed_tensors global scales are inverted; modelopt ones (weight_scale_2 = 1/gs) are used as is"),
-        Fact("fi.sm12x.input_global_scale", _RUN, "must be a one-element FP32 tensor, got",
-             "view keys w1_input_global_scale / w2_input_global_scale: one-element fp32 on the layer's device"),
-        Fact("fi.sm12x.cuda13", _RUN, 'raise ValueError("SM12x NVFP4 requires CUDA 13 or later.")',
-             "SM12x NVFP4 runners need CUDA 13 and the CuTe DSL package (import name cutlass), on SM120/SM121"),
-        Fact("fi.sm12x.hidden_128", _RUN, "requires hidden_size % 128 == 0",
-             "SM12x NVFP4 runners need hidden_size % 128 == 0"),
-        Fact("fi.sm12x.inter_64", _RUN, "SM12x NVFP4 requires intermediate_size % 64 == 0",
-             "SM12x NVFP4 W4A4 runner needs intermediate_size % 64 == 0"),
-        Fact("fi.sm12x.backend_key", _RUN, 'backend_key = "sm12x_nvfp4"',
-             "the W4A4 runner reads the weight view registered under 'sm12x_nvfp4'"),
-        Fact("fi.sm12x.backend_key_bf16", _RUN, 'backend_key = "sm12x_nvfp4_bf16"',
-             "the W4A16 runner reads the weight view registered under 'sm12x_nvfp4_bf16'"),
-        Fact("fi.b12x.backend_key", _RUN, 'backend_key = "b12x_nvfp4"',
-             "the b12x W4A4 runner reads the weight view registered under 'b12x_nvfp4'"),
-        Fact("fi.b12x.backend_key_w4a16", _RUN, 'backend_key = "b12x_w4a16"',
-             "the b12x W4A16 runner reads the weight view registered under 'b12x_w4a16'"),
-        Fact("fi.b12x.cuda13_sm12x", _RUN, 'raise ValueError("b12x unified MoE requires CUDA 13 or later.")',
-             "the b12x runners need CUDA 13, the CuTe DSL package, and an SM120 or SM121 GPU"),
-        Fact("fi.b12x.bf16_weights", _PREP, 'raise TypeError("b12x canonical weights must use torch.bfloat16.")',
-             "B12xNvfp4Config.prepare_weights takes bf16 w1 [E, 2I, H] ([up; gate]) and w2 [E, H, I] and "
-             "quantizes them itself"),
-        Fact("fi.b12x.requantized_global_one", _PREP,
-             "global_scale=torch.ones(1, device=weights.device, dtype=torch.float32),",
-             "b12x NVFP4 weights are requantized with a global scale of 1 (E4M3 block scales only); the "
-             "view's alphas and fc2_input_scale are ones", after="def _quantize_b12x_expert_weights("),
-        Fact("fi.b12x.dims_16", _PREP, 'raise ValueError("b12x NVFP4 dimensions must be multiples of 16.")',
-             "b12x NVFP4 needs hidden_size and intermediate_size multiples of 16"),
-        Fact("fi.b12x.w4a16_swizzled_scales", _W4A16, "The per-block scales are the normal NVFP4 K/16 scale grid in swizzled",
-             "b12x W4A16 takes the K/16 E4M3 block scales in 128x4-swizzled storage"),
-        Fact("fi.b12x.w4a16_modelopt_global", _W4A16, "The global scales are raw ModelOpt weight global scales",
-             "b12x W4A16 takes ModelOpt weight global scales as is (decode-side weight_scale_2 = 1/gs)"),
-        Fact("fi.b12x.w4a16_w13_is_up_gate", _W4A16, '"up_gate": "w13",',
-             "b12x W4A16's default w13 layout 'w13' is [up; gate] (alias 'up_gate')"),
-    ),
-    "vllm": (
-        Fact("vllm.cutlass.uint8_weights", _VCUT, 'assert w1_fp4.dtype == torch.uint8, "weight 1 must be uint8"',
-             "run_cutlass_moe_fp4 takes packed FP4 weights as uint8 [E, 2n, k/2] / [E, k, n/2]"),
-        Fact("vllm.cutlass.a_gscale_per_expert", _VCUT, "a1_gscale: Activation scale per expert: [e]  (float32)",
-             "a1_gscale / a2_gscale are per-expert [E] fp32 (encode-side)"),
-        Fact("vllm.cutlass.input_dtype", _VCUT, 'assert a.dtype in [torch.half, torch.bfloat16], "Invalid input dtype"',
-             "activations are fp16/bf16 [m, k]; the output dtype equals a.dtype"),
-        Fact("vllm.cutlass.workspace_shapes", _VCUT, "workspace1 = (M * topk, max(2 * N, K))",
-             "workspace13 holds (m*topk, max(2n, k)), workspace2 (m*topk, n), in the activation dtype"),
-        Fact("vllm.cutlass.scales_swizzled", _VFI, "w13_scale = swizzle_blockscale(w13_scale)",
-             "vLLM's CUTLASS path swizzles the weight block scales (128x4) before the kernel"),
-        Fact("vllm.cutlass.w13_gate_up", _VFI, "# Reorder [w1, w3] to [w3, w1] for FI NVFP4 MoE kernels.",
-             "only the FlashInfer backends reorder w13; vLLM CUTLASS keeps [w1 (gate); w3 (up)]"),
-        Fact("vllm.cutlass.alphas", _VORA, ("a1_gscale = 1.0 / a13_scale", "a1_gscale=(1.0 / a13_scale),"),
-             "a*_gscale = 1/input_scale (encode-side); g*_alphas = weight_scale_2 * input_scale"),
-        Fact("vllm.marlin.layer_attrs", _VMU, "N = layer.intermediate_size_per_partition",
-             "prepare_nvfp4_moe_layer_for_marlin reads layer.num_experts, hidden_size, "
-             "intermediate_size_per_partition and params_dtype"),
-        Fact("vllm.marlin.global_scale_is_weight_scale_2", _VORA, "g1_alphas=w13_scale_2,",
-             "vLLM's Marlin NVFP4 quant config passes the (Marlin-processed) ModelOpt weight_scale_2 = 1/gs as "
-             "g1_alphas (the first such line is the MARLIN branch)"),
-        Fact("vllm.marlin.experts_global_scale1", _VMAR, "global_scale1=self.g1_alphas,",
-             "MarlinExperts hands g1_alphas to fused_marlin_moe as global_scale1"),
-        Fact("vllm.marlin.topk_weights_fp32", _VMAR, "assert topk_weights.dtype == torch.float32",
-             "fused_marlin_moe needs fp32 topk_weights and contiguous bf16/fp16 hidden states"),
-    ),
-}
+
+def load_facts(path: Path = FACTS_YAML) -> dict[str, tuple[Fact, ...]]:
+    """``{dist: (Fact, ...)}`` from the facts file: each fact's ``file`` names an entry of its ``files``
+    map (a path, or a list of alternative paths); list anchors are alternatives."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    files = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["files"].items()}
+    return {dist: tuple(Fact(f["id"], files[f["file"]], tuple(f["anchor"]) if isinstance(f["anchor"], list)
+                             else f["anchor"], f["claim"], f.get("after")) for f in facts)
+            for dist, facts in doc["facts"].items()}
+
+
+FACTS: dict[str, tuple[Fact, ...]] = load_facts()
 
 
 # ----------------------------------------------------------------------------- reading a wheel
