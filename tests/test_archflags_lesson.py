@@ -1,58 +1,15 @@
-"""sm120lab.archflags.lesson: the tables, figure and records notebook 02 shows, on the recorded data
+"""sm120lab.archflags.lesson: the texts and records notebook 02 shows, on the recorded data
 (``data/archflags/matrix.json``, ``data/cutlass_smem/*.json``) and on small hand-made inputs."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
-import matplotlib
 import pytest
 
 from sm120lab.archflags import lesson
-from sm120lab.constants import SM120_SMEM_LIMIT
-from sm120lab.cutlass_smem import analysis, store
+from sm120lab.cutlass_smem import recorded_overflow
 from sm120lab.paths import data_dir
-
-matplotlib.use("Agg")
-
-
-def test_smem_overflow_reads_the_recording():
-    over, kinds, over_after = lesson.smem_overflow()
-    assert set(over) == set(kinds) == {r["flashinfer_version"] for r in store.recorded() if not r["patched"]}
-    # the seed's two FINALIZE tiles: 4 of 40 kernel types in 0.6.5, 2 of 44 in 0.7.4; none after the patch
-    assert (len(over["0.6.5"]), kinds["0.6.5"]) == (4, 40)
-    assert (len(over["0.7.4"]), kinds["0.7.4"]) == (2, 44)
-    assert over_after == {"0.6.5": 0, "0.7.4": 0}
-    for rows in over.values():
-        assert rows and all(d["kernel_smem"] > SM120_SMEM_LIMIT and not d["fits"] for d in rows)
-        assert {d["tile"] for d in rows} <= {"128x256x128", "256x128x128"}
-        assert {d["epilogue"] for d in rows} == {"FINALIZE"}
-
-
-def test_smem_overflow_empty_folder_and_compile_reuses_the_recording(tmp_path):
-    assert lesson.smem_overflow(data_dir=tmp_path) == ({}, {}, {})
-    # compile_cutlass=True reuses a recorded result (no compile): copy one version in and ask for it
-    shutil.copy(store.result_path("0.6.5"), tmp_path / "0.6.5.json")
-    over, kinds, over_after = lesson.smem_overflow(True, versions=("0.6.5",), data_dir=tmp_path)
-    assert kinds == {"0.6.5": 40} and len(over["0.6.5"]) == 4 and over_after == {}
-
-
-def test_plot_smem_stages_draws_every_unpatched_config(tmp_path):
-    fig = lesson.plot_smem_stages()
-    ax = fig.axes[0]
-    n_bars = sum(1 for r in store.recorded() if not r["patched"]
-                 for d in analysis.configs(r) if d["act_type"] == "nvfp4")
-    assert len(ax.get_xticks()) == n_bars > 0
-    assert ax.get_xlabel().startswith("kernel config")
-    assert any(list(line.get_ydata()) == [SM120_SMEM_LIMIT] * 2 for line in ax.get_lines())
-    assert lesson.plot_smem_stages(tmp_path) is None
-    shutil.copy(store.result_path("0.6.5", patched=True), tmp_path / "0.6.5-patched.json")
-    assert lesson.plot_smem_stages(tmp_path) is None  # patched results only: nothing to draw
-    shutil.copy(store.result_path("0.6.5"), tmp_path / "0.6.5.json")
-    assert len(lesson.plot_smem_stages(tmp_path).axes[0].get_xticks()) == len(
-        [d for d in analysis.configs(store.load("0.6.5")) if d["act_type"] == "nvfp4"])
-    assert not list(tmp_path.glob("*.png"))  # drawn into the notebook's figure, nothing saved
 
 
 def test_stub_in_probe_text():
@@ -103,7 +60,7 @@ def test_results_record_carries_the_gpu_run(gpu):
 
     matrix = json.loads((data_dir() / "archflags" / "matrix.json").read_text())
     cells = cells_frame(matrix)
-    over, _, _ = lesson.smem_overflow()
+    over, _, _ = recorded_overflow()
     rec = lesson.results_record(verdict_table(matrix), matrix, cells, over, gpu)
     assert rec["recorded_matrix"]["cells"] == len(matrix["cells"])
     assert sum(rec["recorded_matrix"]["codes"].values()) == len(matrix["cells"])

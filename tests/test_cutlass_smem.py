@@ -8,13 +8,14 @@ against the real wheel text; tests/test_cutlass_smem_compile.py does one small r
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from sm120lab.cutlass_smem import analysis, store
+from sm120lab.cutlass_smem import analysis, plot, store
 from sm120lab.cutlass_smem.build import PROBE_AFTER, instrument
 from sm120lab.cutlass_smem.stage_patch import apply_to_text, load_spec, version_matches
 
@@ -190,3 +191,44 @@ def test_bad_arguments_are_named():
         fetch_wheel("", "0.6.5")
     with pytest.raises(FileNotFoundError, match="cutlass-smem"):
         store.load("0.0.1")
+
+
+def test_recorded_overflow_reads_the_recording():
+    over, kinds, over_after = store.recorded_overflow()
+    assert set(over) == set(kinds) == {r["flashinfer_version"] for r in store.recorded() if not r["patched"]}
+    # the seed's two FINALIZE tiles: 4 of 40 kernel types in 0.6.5, 2 of 44 in 0.7.4; none after the patch
+    assert (len(over["0.6.5"]), kinds["0.6.5"]) == (4, 40)
+    assert (len(over["0.7.4"]), kinds["0.7.4"]) == (2, 44)
+    assert over_after == {"0.6.5": 0, "0.7.4": 0}
+    for rows in over.values():
+        assert rows and all(d["kernel_smem"] > LIMIT and not d["fits"] for d in rows)
+        assert {d["tile"] for d in rows} <= {"128x256x128", "256x128x128"}
+        assert {d["epilogue"] for d in rows} == {"FINALIZE"}
+
+
+def test_recorded_overflow_empty_folder_and_compile_reuses_the_recording(tmp_path):
+    assert store.recorded_overflow(data_dir=tmp_path) == ({}, {}, {})
+    # compile_cutlass=True reuses a recorded result (no compile): copy one version in and ask for it
+    shutil.copy(store.result_path("0.6.5"), tmp_path / "0.6.5.json")
+    over, kinds, over_after = store.recorded_overflow(True, versions=("0.6.5",), data_dir=tmp_path)
+    assert kinds == {"0.6.5": 40} and len(over["0.6.5"]) == 4 and over_after == {}
+
+
+def test_stage_bytes_figure_draws_every_unpatched_config(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = plot.stage_bytes_figure()
+    ax = fig.axes[0]
+    n_bars = sum(1 for r in store.recorded() if not r["patched"]
+                 for d in analysis.configs(r) if d["act_type"] == "nvfp4")
+    assert len(ax.get_xticks()) == n_bars > 0
+    assert ax.get_xlabel().startswith("kernel config")
+    assert any(list(line.get_ydata()) == [LIMIT] * 2 for line in ax.get_lines())
+    assert plot.stage_bytes_figure(tmp_path) is None
+    shutil.copy(store.result_path("0.6.5", patched=True), tmp_path / "0.6.5-patched.json")
+    assert plot.stage_bytes_figure(tmp_path) is None  # patched results only: nothing to draw
+    shutil.copy(store.result_path("0.6.5"), tmp_path / "0.6.5.json")
+    assert len(plot.stage_bytes_figure(tmp_path).axes[0].get_xticks()) == len(
+        [d for d in analysis.configs(store.load("0.6.5")) if d["act_type"] == "nvfp4"])
+    assert not list(tmp_path.glob("*.png"))  # drawn into the notebook's figure, nothing saved

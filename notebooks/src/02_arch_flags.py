@@ -18,11 +18,10 @@
 # %%
 import matplotlib.pyplot as plt
 
-from sm120lab import recommend
+from sm120lab import cutlass_smem, recommend
 from sm120lab.archflags import lesson
 from sm120lab.archflags.summary import cells_frame, load
 from sm120lab.archflags.verdicts import verdict_table
-from sm120lab.cutlass_smem.analysis import overflow_text
 from sm120lab.runs import answer, results
 
 # %% tags=["parameters"]
@@ -42,7 +41,7 @@ matrix = load(matrix_json)
 tks_in, newest = lesson.toolkit_names(matrix), lesson.newest_toolkit(matrix)
 cells = cells_frame(matrix)
 verdict_df = verdict_table(matrix)
-over, kinds, over_after = lesson.smem_overflow(compile_cutlass, jobs=jobs)
+over, kinds, over_after = cutlass_smem.recorded_overflow(compile_cutlass, jobs=jobs)
 
 # Recompile a subset here (CPU only: needs a CUDA toolkit, not a GPU).
 live, live_rows, live_why = lesson.live_compare(matrix, toolkits, targets, probes, jobs=jobs, enabled=live_compile)
@@ -85,10 +84,10 @@ _ = answer.record(box, "02_arch_flags")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(overflow_text(over, kinds, over_after))
+print(cutlass_smem.overflow_text(over, kinds, over_after))
 
 # %%
-fig = lesson.plot_smem_stages()
+fig = cutlass_smem.stage_bytes_figure()
 if fig is None:
     print("no CUTLASS shared-memory data recorded (data/cutlass_smem/ is empty; run `sm120lab cutlass-smem`)")
 plt.show()

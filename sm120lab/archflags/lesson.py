@@ -127,59 +127,6 @@ def headline_rows(verdict_df, over: dict, kinds: dict, over_after: dict, live_ro
     return rows
 
 
-def smem_overflow(compile_cutlass: bool = False, *, jobs: int = 2, versions=("0.6.5", "0.7.4"),
-                  data_dir: Path | None = None) -> tuple[dict[str, list[dict]], dict[str, int], dict[str, int]]:
-    """Section 1's numbers: which FlashInfer SM120 grouped-GEMM kernel types overflow, from the
-    recorded CUTLASS shared-storage sizes (``data/cutlass_smem/``).
-
-    A kernel type is over when ``align_1024(stages x stage bytes + epilogue + other) > 101,376 B``
-    (:func:`sm120lab.cutlass_smem.analysis.overflow_summary`).
-
-    Args:
-        compile_cutlass: compile FlashInfer's generated sources first (:func:`sm120lab.cutlass_smem.measure_cached`,
-            ~3 min per file; a recorded result is reused) instead of only reading the recording.
-        jobs: parallel compile jobs when compiling.
-        versions: the FlashInfer versions to compile.
-        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
-
-    Returns:
-        ``(over, kinds, over_after)`` per FlashInfer version: the unpatched kernel configs over the
-        limit, the number of kernel types, and how many stay over with the stage-count patch
-        (all empty when nothing is recorded).
-    """
-    from .. import cutlass_smem
-    from ..cutlass_smem.analysis import overflow_summary
-
-    if compile_cutlass:
-        for version in versions:
-            cutlass_smem.measure_cached(version, jobs=jobs, data_dir=data_dir)
-    return overflow_summary(cutlass_smem.recorded(data_dir))
-
-
-def plot_smem_stages(data_dir: Path | None = None):
-    """Section 1's figure: the shared storage of every recorded unpatched kernel config, stacked
-    ``stages x stage bytes + epilogue + other + padding`` against SM120's 101,376 B
-    (:func:`sm120lab.cutlass_smem.plot_stage_bytes`), nothing saved.
-
-    Args:
-        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
-
-    Returns:
-        The matplotlib figure, or None when no unpatched result is recorded.
-    """
-    import matplotlib.pyplot as plt
-
-    from .. import cutlass_smem
-
-    if not any(not r["patched"] for r in cutlass_smem.recorded(data_dir)):
-        return None
-    fig, ax = plt.subplots(figsize=(14, 5.5))
-    cutlass_smem.plot_stage_bytes(ax=ax, data_dir=data_dir)
-    ax.set_xlabel("kernel config: FlashInfer version, tile MxNxK, epilogue, swap-AB")
-    fig.tight_layout()
-    return fig
-
-
 def recording_text(matrix: dict) -> str:
     """When, where and by which command the matrix was recorded, and its toolkits."""
     import pandas as pd

@@ -21,7 +21,10 @@ API (results are recorded in ``data/cutlass_smem/<version>[-patched].json``):
   formula and the storage layout redone in Python from the recorded sizes.
 - ``plot_stage_bytes(ax=None, patched=False)``: stacked bars (one segment per stage, epilogue,
   other, alignment padding) per version/tile/epilogue/swap_ab with the 101,376 B line; with
-  ``ax=None`` saves ``data/cutlass_smem/stage_bytes.png``. Notebook 02 calls this.
+  ``ax=None`` saves ``data/cutlass_smem/stage_bytes.png``; ``stage_bytes_figure()``: the same in a
+  figure of its own, nothing saved (notebook 02).
+- ``recorded_overflow(compile_cutlass=False)``: the kernel types over the limit per version
+  (``overflow_summary``), compiling first when asked; ``overflow_text``: their arithmetic.
 - ``fetch_wheel(dist, version)``: cached PyPI wheel unpack (``~/.cache/sm120lab/wheels``).
 
 CLI: ``sm120lab cutlass-smem [--flashinfer 0.6.5 0.7.4] [--patched] [--json FILE]``.
@@ -37,12 +40,14 @@ from .analysis import (
                        derive,
                        format_table,
                        model_kernel_smem,
+                       overflow_summary,
+                       overflow_text,
 )
-from .plot import plot_stage_bytes
-from .store import load, measure_cached, recorded, result_path
+from .plot import plot_stage_bytes, stage_bytes_figure
+from .store import load, measure_cached, recorded, recorded_overflow, result_path
 
 __all__ = [
     "SM120_SMEM_LIMIT", "before_after", "configs", "cutlass_stage_count", "derive", "fetch_wheel",
-    "format_table", "load", "measure_cached", "model_kernel_smem", "plot_stage_bytes", "recorded",
-    "result_path",
+    "format_table", "load", "measure_cached", "model_kernel_smem", "overflow_summary", "overflow_text",
+    "plot_stage_bytes", "recorded", "recorded_overflow", "result_path", "stage_bytes_figure",
 ]

@@ -79,3 +79,25 @@ def plot_stage_bytes(ax=None, *, patched: bool = False, data_dir: Path | None = 
         ax.figure.savefig(buf, format="png", dpi=130)
         write_bytes_atomic(out, buf.getvalue(), mode=0o644)
     return ax
+
+
+def stage_bytes_figure(data_dir: Path | None = None):
+    """Notebook 02's figure: :func:`plot_stage_bytes` of every recorded unpatched kernel config (stacked
+    ``stages x stage bytes + epilogue + other + padding`` against SM120's 101,376 B) on a 14 x 5.5 in
+    figure with the x axis named; nothing saved.
+
+    Args:
+        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
+
+    Returns:
+        The matplotlib figure, or None when no unpatched result is recorded.
+    """
+    import matplotlib.pyplot as plt
+
+    if not any(not r["patched"] for r in recorded(data_dir)):
+        return None
+    fig, ax = plt.subplots(figsize=(14, 5.5))
+    plot_stage_bytes(ax=ax, data_dir=data_dir)
+    ax.set_xlabel("kernel config: FlashInfer version, tile MxNxK, epilogue, swap-AB")
+    fig.tight_layout()
+    return fig

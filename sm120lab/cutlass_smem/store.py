@@ -50,3 +50,30 @@ def measure_cached(version: str, patched: bool = False, *, force: bool = False, 
     result["command"] = command or command_line()
     write_text_atomic(path, json.dumps(result, indent=1, default=_json_default) + "\n", mode=0o644)
     return result
+
+
+def recorded_overflow(compile_cutlass: bool = False, *, jobs: int = 2, versions=("0.6.5", "0.7.4"),
+                      data_dir: Path | None = None) -> tuple[dict[str, list[dict]], dict[str, int], dict[str, int]]:
+    """Which FlashInfer SM120 grouped-GEMM kernel types overflow, from the recorded shared-storage sizes.
+
+    A kernel type is over when ``align_1024(stages x stage bytes + epilogue + other) > 101,376 B``
+    (:func:`.analysis.overflow_summary` of :func:`recorded`).
+
+    Args:
+        compile_cutlass: compile FlashInfer's generated sources first (:func:`measure_cached`, ~3 min per
+            file; a recorded result is reused) instead of only reading the recording.
+        jobs: parallel compile jobs when compiling.
+        versions: the FlashInfer versions to compile.
+        data_dir: where the results are recorded (default ``data/cutlass_smem/``).
+
+    Returns:
+        ``(over, kinds, over_after)`` per FlashInfer version: the unpatched kernel configs over the
+        limit, the number of kernel types, and how many stay over with the stage-count patch
+        (all empty when nothing is recorded).
+    """
+    from .analysis import overflow_summary
+
+    if compile_cutlass:
+        for version in versions:
+            measure_cached(version, jobs=jobs, data_dir=data_dir)
+    return overflow_summary(recorded(data_dir))
