@@ -292,17 +292,20 @@ def test_offset_fault_is_observable_and_pinned(family, seed):
     assert out.caught and out.exact, (rep.flagged_experts, rep.flagged_tokens)
 
 
-@pytest.mark.parametrize("family", ["single", "mostly-empty"])
-def test_block_scales_rounded_up_at_one_token_are_not_garbage(family):
-    """The second sweep (seeds from 7000000) drew a one-token problem where E4M3 block scales rounded up
-    instead of to nearest sit 5.6 e_a from both expected outputs: W4A4 rounding noise on 1 token, not a
-    bug, so the W4A4 global limit is 8 e_a (notes/correctness.md)."""
-    from sm120lab.moe.variants import ScaleRoundUp
+@pytest.mark.parametrize("variant,family,seed_", [("ScaleRoundUp", "single", 7000020),
+                                                  ("ScaleRoundUp", "mostly-empty", 7000020),
+                                                  ("Pow2GlobalScale", "single", 8000004)])
+def test_other_activation_quantizers_at_one_token_are_not_garbage(variant, family, seed_):
+    """A second sweep (seeds from 7000000) and a scan (from 8000000) drew one-token problems where a
+    legitimate activation quantizer (E4M3 block scales rounded up; power-of-two global scales) sits 5.6
+    and 7.2 e_a from both expected outputs: rounding noise on a handful of NVFP4 blocks, not a bug, so
+    the W4A4 global limit is 10 e_a below 8 tokens (5 above; notes/correctness.md)."""
+    from sm120lab.moe import variants
 
-    prob = problem_of("tiny", family, 7000020, "cpu")
+    prob = problem_of("tiny", family, seed_, "cpu")
     assert prob.tokens == 1
-    v = ScaleRoundUp()
+    v = getattr(variants, variant)()
     res = check(prob, ["reference", v], keep_output=False)
     rep = res.reports[v.name]
     assert rep.verdict != Verdict.GARBAGE, rep.reasons
-    assert rep.diff.rel_fro > 5.0 * res.envelope.e_a  # the case itself: beyond the old limit of 5 e_a
+    assert rep.diff.rel_fro > 5.0 * res.envelope.e_a  # the case itself: beyond the limit of larger problems

@@ -59,7 +59,7 @@ from enum import Enum
 import numpy as np
 
 __all__ = ["DEV_CORRECT", "DEV_GARBAGE", "EXPERT_CONSISTENT", "EXPERT_DEV", "EXPERT_RATIO", "FORMAT_CLOSER", "MIX_LIMIT",
-           "ROUNDING_FLOOR", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "Judgement", "Verdict",
+           "ROUNDING_FLOOR", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "W4A4_GLOBAL_Z_FEW", "W4A4_FEW_TOKENS", "Judgement", "Verdict",
            "judge", "pooled_deviation", "systematic_experts"]
 
 
@@ -98,8 +98,12 @@ EXPERT_CONSISTENT = 0.5
 #: at least its expert's pooled one); an expert is systematic beyond this many times its pooled band
 W4A4_CELL_Z = 12.0
 W4A4_EXPERT_Z = 8.0
-#: W4A4 backends: the global garbage limit is at least this many e_a (the envelope's garbage_rel_w4a4)
-W4A4_GLOBAL_Z = 8.0
+#: W4A4 backends: the global garbage limit is at least this many e_a (the envelope's garbage_rel_w4a4);
+#: ``W4A4_GLOBAL_Z_FEW`` on problems of fewer than ``W4A4_FEW_TOKENS`` tokens, where e_a rests on a
+#: handful of NVFP4 blocks (legitimate quantizers measured up to 3.1 e_a at T = 48, 7.2 e_a at T = 1)
+W4A4_GLOBAL_Z = 5.0
+W4A4_GLOBAL_Z_FEW = 10.0
+W4A4_FEW_TOKENS = 8
 #: mixing: a main-run token farther than this from the weighted sum of the backend's own per-slot
 #: probe outputs (relative, floored) combined its experts with wrong weights
 MIX_LIMIT = 0.05
