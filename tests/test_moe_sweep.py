@@ -5,6 +5,7 @@ data/correctness/false_alarm_sweep.json; CI runs 48 tiny problems of it with fre
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -309,3 +310,24 @@ def test_other_activation_quantizers_at_one_token_are_not_garbage(variant, famil
     rep = res.reports[v.name]
     assert rep.verdict != Verdict.GARBAGE, rep.reasons
     assert rep.diff.rel_fro > 5.0 * res.envelope.e_a  # the case itself: beyond the limit of larger problems
+
+
+def test_one_cell_expert_is_judged_as_a_cell():
+    """CI seed 681662487 drew a one-token problem where power-of-two global scales put expert 7's only
+    cell at 8.98 x its activation-rounding band: beyond the expert rule's 8 (a pattern over an expert's
+    cells) but inside the cell rule's 12. One cell is no pattern, so it is held to the cell's z."""
+    from sm120lab.moe.variants import Pow2GlobalScale
+    from sm120lab.moe.verdict import W4A4_CELL_Z, W4A4_EXPERT_Z
+
+    prob = problem_of("tiny", "single", 681662493, "cpu")
+    v = Pow2GlobalScale()
+    rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
+    assert rep.verdict != Verdict.GARBAGE and not rep.flagged_experts, rep.reasons
+    score = float(np.nanmax(rep_pooled_over_band(rep)))
+    assert W4A4_EXPERT_Z < score < W4A4_CELL_Z, score
+
+
+def rep_pooled_over_band(rep):
+    from sm120lab.moe.verdict import pooled_deviation
+
+    return pooled_deviation(rep) / np.maximum(rep.expert_band, 1e-12)

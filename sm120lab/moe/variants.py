@@ -247,34 +247,22 @@ class ActQuantVariant(Variant):
         return {"difference": self.difference}
 
 
-class ScaleRoundUp(ActQuantVariant):
+def _quantizer(cls_name: str, name: str, **kw) -> type[ActQuantVariant]:
+    """A named :class:`ActQuantVariant` with fixed settings (a class, so the sweep can list and build it)."""
     def __init__(self):
-        super().__init__(ScaleRounding.UP, name="variant-act-scale-up")
+        ActQuantVariant.__init__(self, name=name, **kw)
+    return type(cls_name, (ActQuantVariant,), {"__init__": __init__, "__module__": __name__,
+                                                "__doc__": f"``{name}``: :class:`ActQuantVariant` with {kw}."})
 
 
-class ScaleRoundDown(ActQuantVariant):
-    def __init__(self):
-        super().__init__(ScaleRounding.DOWN, name="variant-act-scale-down")
-
-
-class PercentileGlobalScale(ActQuantVariant):
-    def __init__(self):
-        super().__init__(gscale=GlobalScale.PERCENTILE, name="variant-act-gscale-percentile")
-
-
-class PerExpertGlobalScale(ActQuantVariant):
-    def __init__(self):
-        super().__init__(gscale=GlobalScale.PER_EXPERT, name="variant-act-gscale-per-expert")
-
-
-class PerTokenGlobalScale(ActQuantVariant):
-    def __init__(self):
-        super().__init__(gscale=GlobalScale.PER_TOKEN, name="variant-act-gscale-per-token")
-
-
-class Pow2GlobalScale(ActQuantVariant):
-    def __init__(self):
-        super().__init__(gscale=GlobalScale.POW2, name="variant-act-gscale-pow2")
+ScaleRoundUp = _quantizer("ScaleRoundUp", "variant-act-scale-up", rounding=ScaleRounding.UP)
+ScaleRoundDown = _quantizer("ScaleRoundDown", "variant-act-scale-down", rounding=ScaleRounding.DOWN)
+PercentileGlobalScale = _quantizer("PercentileGlobalScale", "variant-act-gscale-percentile",
+                                   gscale=GlobalScale.PERCENTILE)
+PerExpertGlobalScale = _quantizer("PerExpertGlobalScale", "variant-act-gscale-per-expert",
+                                  gscale=GlobalScale.PER_EXPERT)
+PerTokenGlobalScale = _quantizer("PerTokenGlobalScale", "variant-act-gscale-per-token", gscale=GlobalScale.PER_TOKEN)
+Pow2GlobalScale = _quantizer("Pow2GlobalScale", "variant-act-gscale-pow2", gscale=GlobalScale.POW2)
 
 
 #: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage

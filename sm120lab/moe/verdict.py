@@ -178,7 +178,8 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
     pooled deviation of the other routed experts (at least ``ROUNDING_FLOOR``), with at least
     ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``. W4A4 backends: the pooled deviation in
     units of the expert's own activation-rounding band (emulated-w4a4's pooled error) > ``W4A4_EXPERT_Z``
-    and > 2 x the other experts' median, with the same consistency beyond half that band.
+    (``W4A4_CELL_Z`` for an expert that served one cell: one cell is no pattern) and > 2 x the other
+    experts' median, with the same consistency beyond half that band.
 
     Cells in ``hot`` (already out of envelope) are left out: the question is whether the rest of
     the expert is off too.
@@ -196,15 +197,17 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
     for e in routed:
         others = score[np.setdiff1d(routed, [e])]
         others = others[np.isfinite(others)]
+        mine = (ids == e) & cold
         if w4a4:
+            # one cell is no pattern: an expert that served a single cell is held to the cell's z
+            z = W4A4_EXPERT_Z if mine.sum() >= 2 else W4A4_CELL_Z
             base = max(1.0, float(np.median(others))) if others.size else 1.0
-            beyond = score[e] > W4A4_EXPERT_Z and score[e] > 2.0 * base
-            cell_limit = 0.5 * W4A4_EXPERT_Z * band[e]
+            beyond = score[e] > z and score[e] > 2.0 * base
+            cell_limit = 0.5 * z * band[e]
         else:
             base = max(ROUNDING_FLOOR, float(np.median(others))) if others.size else ROUNDING_FLOOR
             beyond = score[e] > EXPERT_DEV and score[e] > EXPERT_RATIO * base
             cell_limit = EXPERT_DEV / 2
-        mine = (ids == e) & cold
         if beyond and mine.any() and np.mean(~(near[mine] <= cell_limit)) >= EXPERT_CONSISTENT:
             out.append(int(e))
     return out, pooled

@@ -12,15 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._validate import (
-    check_block_divisible,
-    check_dtype,
-    check_finite,
-    check_float_tensor,
-    check_fp32_range,
-    check_out_dtype,
-    check_shape,
-)
+from . import _validate as _v
 from .e2m1 import e2m1_decode, e2m1_encode, pack_e2m1, unpack_e2m1
 
 MXFP4_BLOCK = 32
@@ -46,11 +38,11 @@ def e8m0_to_float(scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> to
 
 def quantize_mxfp4(x: torch.Tensor, *, allow_nonfinite: bool = False) -> MXFP4Tensor:
     """Quantize ``x`` [..., K] (K a multiple of 32) to MXFP4 along the last dimension."""
-    check_float_tensor("x", x)
-    check_block_divisible("x", x, MXFP4_BLOCK, "MXFP4")
+    _v.check_float_tensor("x", x)
+    _v.check_block_divisible("x", x, MXFP4_BLOCK, "MXFP4")
     if not allow_nonfinite:
-        check_finite("x", x)
-    check_fp32_range("x", x)
+        _v.check_finite("x", x)
+    _v.check_fp32_range("x", x)
     lead, k = tuple(x.shape[:-1]), x.shape[-1]
     blocks = x.to(torch.float32).reshape(*lead, k // MXFP4_BLOCK, MXFP4_BLOCK)
     finite_abs = torch.where(torch.isfinite(blocks), blocks.abs(), torch.zeros((), device=x.device))
@@ -80,14 +72,14 @@ def dequantize_mxfp4(q: MXFP4Tensor, dtype: torch.dtype = torch.float32) -> torc
     """
     if not isinstance(q, MXFP4Tensor):
         raise TypeError(f"q must be an MXFP4Tensor, got {type(q).__name__}")
-    check_out_dtype(dtype, DEQUANT_DTYPES)
-    check_dtype("q.data", q.data, (torch.uint8,), "uint8 (two packed E2M1 codes per byte)")
-    check_dtype("q.scale", q.scale, (torch.uint8,), "uint8 (E8M0 biased exponents)")
+    _v.check_out_dtype(dtype, DEQUANT_DTYPES)
+    _v.check_dtype("q.data", q.data, (torch.uint8,), "uint8 (two packed E2M1 codes per byte)")
+    _v.check_dtype("q.scale", q.scale, (torch.uint8,), "uint8 (E8M0 biased exponents)")
     if q.block_size != MXFP4_BLOCK or len(q.shape) == 0 or q.shape[-1] % MXFP4_BLOCK:
         raise ValueError(f"q: block_size {q.block_size} and shape {tuple(q.shape)} are not MXFP4 "
                          f"(block {MXFP4_BLOCK}, last dimension a multiple of it)")
     lead, k = tuple(q.shape[:-1]), q.shape[-1]
-    check_shape("q.data", q.data, (*lead, k // 2), "two codes per byte along the last dimension")
-    check_shape("q.scale", q.scale, (*lead, k // MXFP4_BLOCK), f"one scale per {MXFP4_BLOCK} elements")
+    _v.check_shape("q.data", q.data, (*lead, k // 2), "two codes per byte along the last dimension")
+    _v.check_shape("q.scale", q.scale, (*lead, k // MXFP4_BLOCK), f"one scale per {MXFP4_BLOCK} elements")
     vals = e2m1_decode(unpack_e2m1(q.data), dtype=dtype).reshape(*lead, k // q.block_size, q.block_size)
     return (vals * e8m0_to_float(q.scale, dtype).unsqueeze(-1)).reshape(q.shape)
