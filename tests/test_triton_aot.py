@@ -56,7 +56,7 @@ def test_every_kernel_and_config_fits_sm120_and_uses_the_intended_mma():
         recorded = {(r["kernel"], r["config"], r["cc"]): r for r in doc["rows"]}
         for r in sample["rows"]:
             rec = recorded[(r["kernel"], r["config"], r["cc"])]
-            for key in ("shared_bytes", "key_instruction", "n_regs", "n_spill_stores"):
+            for key in ("shared_bytes", "key_instruction", "n_regs", "n_spill_stores", "sass_sha256"):
                 assert r[key] == rec[key], (key, r, rec)
         assert len([r for r in sample["rows"] if r["kernel"].startswith("w13")]) == 2 * len(SAMPLE)
     else:  # stale or missing table: the recorded facts no longer describe the kernels
@@ -120,3 +120,18 @@ def test_triton_36_table_records_the_minimum_versions():
     assert {r["cc"] for r in others} == {120, 121} and all("error" not in r for r in others)
     assert all(r["fits_sm120"] for r in rows if "error" not in r)
     assert all(r["n_spill_stores"] == 0 for r in others if r["kernel"].endswith("decode"))
+
+
+def test_sass_digest_ignores_names_and_catches_any_changed_instruction():
+    from sm120lab.archflags.kernel_aot import sass_changes, sass_digest
+
+    sass = "\tcode for sm_90\n\t\tFunction : kernel_a\n        /*0000*/  MOV R1, c[0x0][0x28] ;\n        /*0010*/  EXIT ;\n"
+    renamed = sass.replace("kernel_a", "kernel_b")
+    edited = sass.replace("EXIT", "BRA 0x0")
+    assert sass_digest(sass) == sass_digest(renamed) != sass_digest(edited)
+    assert sass_digest("") is None
+    old = [{"kernel": "w2_frag", "config": "f2w4", "cc": 90, "sass_sha256": sass_digest(sass)}]
+    assert sass_changes(old, [{**old[0], "sass_sha256": sass_digest(renamed)}]) == []
+    changed = sass_changes(old, [{**old[0], "sass_sha256": sass_digest(edited)}])
+    assert len(changed) == 1 and changed[0].startswith("w2_frag f2w4 sm_90")
+    assert len(sass_changes(old, [{**old[0], "config": "f4w4"}])) == 1  # a row the old table lacks

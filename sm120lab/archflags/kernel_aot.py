@@ -215,7 +215,8 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
         "n_spill_stores": len(re.findall(r"\bSTL\b", sass)) if sass else None,
         "n_spill_loads": len(re.findall(r"\bLDL\b", sass)) if sass else None,
         "key_instruction": key, "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)),
-        "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "n_bf16x2_mul": len(BF16X2_MUL_RE.findall(ptx)), "compile_s": round(dt, 2), "_sass": sass,
+        "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "n_bf16x2_mul": len(BF16X2_MUL_RE.findall(ptx)),
+        "compile_s": round(dt, 2), "sass_sha256": sass_digest(sass), "_sass": sass,
     }
 
 
@@ -255,16 +256,11 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
                 "topk_w_ptr": "*fp32", "topk_ids_ptr": "*i64"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     elif v.kernel == "frag":
-        from ..kernels.moe_frag import moe_w4a16_frag_kernel, moe_w4a16_frag_wide_kernel
+        from ..kernels.moe_frag import moe_w4a16_frag_kernel as fn
 
         fuse = ce["FUSE_SILU"]
-        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES)
-        if cfg.CG:
-            fn = moe_w4a16_frag_wide_kernel
-            ce.update(CG=cfg.CG)
-        else:
-            fn = moe_w4a16_frag_kernel
-            ce.update(SORTED=cfg.SORTED)
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES,
+                  CG=cfg.CG or int(cfg.SORTED))
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}
@@ -287,6 +283,32 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
                            "instructions_per_element": round(mix["n"] / elems, 3),
                            "top_opcodes": dict(list(mix["ops"].items())[:12])}
     return row
+
+
+def sass_digest(sass: str) -> str | None:
+    """sha256 (16 hex digits) of a kernel's SASS without its ``Function :`` name lines: two sources
+    whose every config hashes alike compile to the same machine code, so a refactor that keeps the
+    digests keeps every recorded timing of the old code (``sm120lab dev kernel-aot --same-sass-as``)."""
+    if not sass:
+        return None
+    body = "\n".join(line for line in sass.splitlines() if "Function :" not in line)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def sass_changes(old_rows: list[dict], new_rows: list[dict]) -> list[str]:
+    """Rows (kernel, config, cc) of ``new_rows`` whose SASS digest differs from, or is missing in, ``old_rows``."""
+    def key(r):
+        return r.get("kernel"), r.get("config"), r.get("cc")
+
+    old = {key(r): r.get("sass_sha256") for r in old_rows if "config" in r}
+    out = []
+    for r in new_rows:
+        if "config" not in r:
+            continue
+        was = old.get(key(r))
+        if was is None or was != r.get("sass_sha256"):
+            out.append(f"{r['kernel']} {r['config']} sm_{r.get('cc')}: {was} -> {r.get('sass_sha256')}")
+    return out
 
 
 def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
@@ -405,9 +427,10 @@ def row_problems(r: dict) -> list[str]:
 
 
 def build_table(ccs=(120, 121), *, sample: bool = False, progress: bool = True, n_jobs: int = 1,
-                command: str = "") -> dict:
+                command: str = "", kinds: tuple[str, ...] = ()) -> dict:
     """The AOT table: every variant x config compiled for each ``sm_<cc>`` (only :data:`SAMPLE` with
-    ``sample``); ``{"triton", "source_hash", "smem_limit_sm120", "command", "min_triton", "rows"}``.
+    ``sample``; only the variants of kernel ``kinds``, e.g. ``("frag",)``, when given);
+    ``{"triton", "source_hash", "smem_limit_sm120", "command", "min_triton", "rows"}``.
     Check it with :func:`row_problems` per row (``sm120lab dev kernel-aot`` writes it)."""
     import triton
 
@@ -416,6 +439,9 @@ def build_table(ccs=(120, 121), *, sample: bool = False, progress: bool = True, 
         from ..kernels.moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 
         todo = [(v, {**CONFIGS, **DECODE_CONFIGS, **FRAG_CONFIGS}[c], cc) for cc in ccs for v, c in SAMPLE]
+    if kinds:
+        kind_of = {v.name: v.kernel for v in _variants()}
+        todo = [j for j in (jobs(tuple(ccs)) if todo is None else todo) if kind_of[j[0]] in kinds]
     rows = compile_all(tuple(ccs), todo=todo, progress=progress, n_jobs=n_jobs)
     return {"triton": triton.__version__, "source_hash": source_hash(), "smem_limit_sm120": SM120_SMEM_LIMIT,
             "command": command, "min_triton": {v.name: v.min_triton for v in _variants()}, "rows": rows}

@@ -4,7 +4,7 @@
     sm120lab dev api-check crosscheck flashinfer-python 0.7.4 [--out DIR]
     sm120lab dev api-check index [--out DIR]
     sm120lab dev arch-suffix [VERSION ...] [--jobs N] [--out DIR] [--ptx]
-    sm120lab dev kernel-aot [--cc 120 121] [--jobs N] [--out FILE] [--sample] [--quiet]
+    sm120lab dev kernel-aot [--cc 120 121] [--jobs N] [--out FILE] [--sample] [--kernel K ...] [--same-sass-as T]
     sm120lab dev tile-tables [--derive sm120 sm121] [--aot FILE] [--out-dir DIR]
     sm120lab dev gpu-probes [--probe P ...] [--seed N] [--out FILE]
 
@@ -73,6 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--quiet", action="store_true")
     k.add_argument("--jobs", type=int, default=1, help="compile in this many processes")
     k.add_argument("--sample", action="store_true", help="compile only the reproducibility sample")
+    k.add_argument("--kernel", nargs="+", choices=("gemm", "decode", "frag"), default=None,
+                   help="compile only these kernels' variants")
+    k.add_argument("--same-sass-as", default=None, metavar="TABLE",
+                   help="exit 1 unless every compiled row's SASS digest equals that table's (a refactor gate)")
     k.set_defaults(func=run_kernel_aot)
 
     t = s.add_parser("tile-tables", help="derive the unverified SM12x tile tables from the AOT table",
@@ -196,15 +200,22 @@ def run_kernel_aot(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from ..archflags.kernel_aot import build_table, row_problems
+    from ..archflags.kernel_aot import build_table, row_problems, sass_changes
     from ..atomic_io import write_json_atomic
     from ..cmdline import command_line
     from ..envinfo import collect
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected a positive integer, got {args.jobs}")
+    old_rows = None
+    if args.same_sass_as:
+        try:
+            old_rows = json.loads(Path(args.same_sass_as).read_text())["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"--same-sass-as: expected an AOT table (JSON with rows), got {args.same_sass_as!r}: "
+                             f"{exc}") from None
     doc = build_table(tuple(args.cc), sample=args.sample, progress=not args.quiet, n_jobs=args.jobs,
-                      command=command_line(KERNEL_AOT_PROG, _tool_argv(args)))
+                      command=command_line(KERNEL_AOT_PROG, _tool_argv(args)), kinds=tuple(args.kernel or ()))
     if args.out:
         doc["env"] = collect()
         write_json_atomic(args.out, doc)
@@ -213,7 +224,12 @@ def run_kernel_aot(args: argparse.Namespace) -> int:
     bad = [(r["kernel"], r.get("config"), r.get("cc"), row_problems(r)) for r in doc["rows"] if row_problems(r)]
     for b in bad:
         print(f"FAIL {b}", file=sys.stderr)
-    return 1 if bad else 0
+    changed = [] if old_rows is None else sass_changes(old_rows, doc["rows"])
+    for c in changed:
+        print(f"SASS CHANGED {c}", file=sys.stderr)
+    if old_rows is not None and not changed:
+        print(f"same SASS as {args.same_sass_as}: {sum('config' in r for r in doc['rows'])} rows", file=sys.stderr)
+    return 1 if bad or changed else 0
 
 
 def run_tile_tables(args: argparse.Namespace) -> int:

@@ -37,13 +37,16 @@ Index of element ``i`` (``R = TILES * num_warps * 128``): ``j = i % 4`` (the lan
 ``[TILES/2, TILES)`` the matching up rows, the epilogue writes ``silu(gate) * up`` in bf16.
 w2 (``MUL_ROUTING``): multiplies by the slot's routing weight, writes fp32 per slot.
 
-Columns (``SORTED``): False = one slot per program (every column the same activation row; the
-fewest launches for small T); True = the 8 slots of one ``BLOCK_M = 8`` block of
-:func:`.moe_sort.moe_sort`, all routed to one expert, so each weight tile is read once per 8 slots.
+Columns (``CG``, the column groups of one program): 0 = one slot per program (every column the same
+activation row; the fewest launches for small T); 1, 2 or 4 = the ``8 * CG`` slots of one block of
+:func:`.moe_sort.moe_sort`, all routed to one expert, so each weight word is read and dequantized once
+for ``CG`` MMAs of 8 slots each. ``CG`` <= 1 runs the fused dequantize-and-MMA asm (one block per
+word), ``CG`` > 1 the split one (dequantize once, then one MMA per group): both forms are kept as
+measured on the H200, because the one-group kernel through the split asm compiles to different SASS
+(``sm120lab dev kernel-aot --same-sass-as`` pins every config's SASS digest; the table records it).
 
 Small T: :func:`moe_w4a16_frag_w2sum_kernel` runs w2 and the sum over a token's k choices in one
-launch (bf16 out). Larger T: :func:`moe_w4a16_frag_wide_kernel` dequantizes each word once for up
-to 4 groups of 8 slots.
+launch (bf16 out).
 
 :func:`emulate_word` is the same recipe in torch (bit for bit, CPU), used by the tests.
 """
@@ -154,45 +157,114 @@ def _frag_mma(q, sg, sg8, b, c):
                                      [q, sg, sg8, b, c], dtype=tl.float32, is_pure=True, pack=4)
 
 
+@triton.jit
+def _frag_lanes(pid_n, up_tiles, FUSE_SILU: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr,
+                OUT_T: tl.constexpr):
+    """The index of a program's ``R = TILES * WARPS * 128`` elements (module docstring):
+    ``(i, j, lane, w, g, t, tile)`` with ``g = lane // 4``, ``t = lane % 4`` and ``tile`` the weight
+    tile (w13: gate tiles then the matching up tiles ``up_tiles`` further)."""
+    R: tl.constexpr = TILES * WARPS * 128
+    i = tl.arange(0, R)
+    lane = (i // 4) % 32
+    u = i // (128 * WARPS)
+    if FUSE_SILU:
+        tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
+    else:
+        tile = pid_n * TILES + u
+    return i, i % 4, lane, (i // 128) % WARPS, lane // 4, lane % 4, tile
+
+
+@triton.jit
+def _frag_out_index(pid_n, OUT_T: tl.constexpr):
+    """Output element of C-fragment entry ``e`` of lane ``lane`` in tile ``ol // 128``: ``(n, col)``,
+    row ``n = 16 tile + lane // 4 + 8 (e // 2)``, column (slot in the group of 8) ``2 (lane % 4) + e % 2``."""
+    ol = tl.arange(0, OUT_T * 128)
+    o_e = ol % 4
+    o_lane = (ol // 4) % 32
+    return (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2), 2 * (o_lane % 4) + o_e % 2
+
+
+@triton.jit
+def _frag_group(a_ptr, slot_ptr, base, cg, g, t, j, pid_m, num_slots, a_row_div, stride_am, CG: tl.constexpr):
+    """Activation pointers (int64 = 4 bf16) and mask of column group ``cg``: slot ``slot_ptr[base + 8 cg + g]``
+    (``CG`` = 0: every column is slot ``pid_m``)."""
+    if CG == 0:
+        slot = tl.zeros_like(g) + pid_m
+    else:
+        slot = tl.load(slot_ptr + base + cg * 8 + g)
+    return a_ptr + (slot // a_row_div).to(tl.int64) * stride_am + 4 * t + j, slot < num_slots
+
+
+@triton.jit
+def _frag_reduce(c, TILES: tl.constexpr, WARPS: tl.constexpr):
+    """Sum the warps' partial C fragments: [TILES * WARPS * 128] -> [TILES * 128]."""
+    return tl.reshape(tl.sum(tl.reshape(c, (TILES, WARPS, 128)), axis=1), (TILES * 128,))
+
+
+@triton.jit
+def _frag_epilogue(v, alpha, OUT_T: tl.constexpr, FUSE_SILU: tl.constexpr):
+    """``v * alpha``; w13 (``FUSE_SILU``): ``silu(gate) * up`` of the gate and up halves."""
+    v = v * alpha
+    if FUSE_SILU:
+        gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 128))))
+        v = gate / (1.0 + tl.exp(-gate)) * up
+    return v
+
+
+@triton.jit
+def _frag_store(v, out_ptr, topk_w_ptr, slot_ptr, base, cg, n, col, pid_m, N, num_slots, stride_om,
+                MUL_ROUTING: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr):
+    """Store column group ``cg``'s columns of ``v`` (w2: times the routing weight; ``CG`` = 0: column 0
+    only, slot ``pid_m``)."""
+    if CG == 0:
+        slot = tl.zeros((OUT_T * 128,), tl.int32) + pid_m
+        keep = col == 0
+    else:
+        slot = tl.load(slot_ptr + base + cg * 8 + col)
+        keep = slot < num_slots
+    if MUL_ROUTING:
+        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
+    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+
+
 @triton.jit(do_not_specialize=["num_slots"])
 def moe_w4a16_frag_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
     N, KC, num_slots, a_row_div, up_tiles,
     stride_am, stride_qe, stride_se, stride_om,
-    FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
-    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr,
+    FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
+    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
 ):
     """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
     (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
     :attr:`.prepack.PackedNVFP4.frag_words` / ``frag_scales``; ``KC = K / 64``; ``OUT_T``: output tiles
-    per program (TILES / 2 with FUSE_SILU)."""
+    per program (TILES / 2 with FUSE_SILU).
+
+    ``CG`` (column groups): 0 = one slot per program (``expert_ptr``: ``topk_ids`` flat); 1, 2 or 4 =
+    one ``8 * CG``-slot block of ``moe_sort(ids, E, 8 * CG)`` per program (``expert_ptr``/``slot_ptr``:
+    ``block_expert``/``sorted_ids``): each weight word is dequantized once for ``CG`` MMAs, one per group
+    of 8 slots (separate 1-D tensors, so every operand of the asm keeps one layout)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     expert = tl.load(expert_ptr + pid_m)
     if expert < 0:
         return
     expert = expert.to(tl.int64)
+    i, j, lane, w, g, t, tile = _frag_lanes(pid_n, up_tiles, FUSE_SILU, TILES, WARPS, OUT_T)
     R: tl.constexpr = TILES * WARPS * 128
-    i = tl.arange(0, R)
-    j = i % 4
-    lane = (i // 4) % 32
-    w = (i // 128) % WARPS
-    u = i // (128 * WARPS)
-    g = lane // 4
-    t = lane % 4
-    if FUSE_SILU:
-        tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
-    else:
-        tile = pid_n * TILES + u
-    if SORTED:
-        slot_b = tl.load(slot_ptr + pid_m * 8 + g)
-    else:
-        slot_b = tl.zeros((R,), tl.int32) + pid_m
-    b_ok = slot_b < num_slots
-    a_base = a_ptr + (slot_b // a_row_div).to(tl.int64) * stride_am + 4 * t + j
+    base = pid_m * (8 * CG)
+    a0, ok0 = _frag_group(a_ptr, slot_ptr, base, 0, g, t, j, pid_m, num_slots, a_row_div, stride_am, CG)
+    if CG > 1:
+        a1, ok1 = _frag_group(a_ptr, slot_ptr, base, 1, g, t, j, pid_m, num_slots, a_row_div, stride_am, CG)
+    if CG > 2:
+        a2, ok2 = _frag_group(a_ptr, slot_ptr, base, 2, g, t, j, pid_m, num_slots, a_row_div, stride_am, CG)
+        a3, ok3 = _frag_group(a_ptr, slot_ptr, base, 3, g, t, j, pid_m, num_slots, a_row_div, stride_am, CG)
     q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
     s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
-    c = tl.zeros((R,), tl.float32)
+    c0 = tl.zeros((R,), tl.float32)
+    c1 = tl.zeros((R,), tl.float32)
+    c2 = tl.zeros((R,), tl.float32)
+    c3 = tl.zeros((R,), tl.float32)
     kc = w
     ok = kc < KC
     q = tl.load(q_base + kc * 128, mask=ok, other=0)
@@ -203,32 +275,40 @@ def moe_w4a16_frag_kernel(
         q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
         sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
         kc = k0 + w
-        am = b_ok & (kc < KC)
-        b = tl.load(a_base + kc * 16, mask=am, other=0)
-        sg, sg8 = _frag_scales(sc)
-        c = _frag_mma(q, sg, sg8, b, c)
+        kin = kc < KC
+        if CG <= 1:
+            b = tl.load(a0 + kc * 16, mask=ok0 & kin, other=0)
+            sg, sg8 = _frag_scales(sc)
+            c0 = _frag_mma(q, sg, sg8, b, c0)
+        else:
+            sg, sg8 = _frag_scales(sc)
+            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
+        if CG > 1:
+            c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
+        if CG > 2:
+            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
         q = q_next
         sc = sc_next
-    # element (u, w, lane, e) holds C fragment entry e: row g + 8 (e // 2), column 2t + e % 2; sum the warps
-    v = tl.reshape(tl.sum(tl.reshape(c, (TILES, WARPS, 128)), axis=1), (TILES * 128,))
-    v = v * tl.load(alpha_ptr + expert)
-    if FUSE_SILU:
-        gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 128))))
-        v = gate / (1.0 + tl.exp(-gate)) * up
-    ol = tl.arange(0, OUT_T * 128)
-    o_e = ol % 4
-    o_lane = (ol // 4) % 32
-    n = (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
-    col = 2 * (o_lane % 4) + o_e % 2
-    if SORTED:
-        slot = tl.load(slot_ptr + pid_m * 8 + col)
-        keep = slot < num_slots
+    # the statement order of each form as measured (the SASS digests of sm120lab dev kernel-aot pin it)
+    if CG <= 1:
+        v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), tl.load(alpha_ptr + expert), OUT_T, FUSE_SILU)
+        n, col = _frag_out_index(pid_n, OUT_T)
     else:
-        slot = tl.zeros((OUT_T * 128,), tl.int32) + pid_m
-        keep = col == 0
-    if MUL_ROUTING:
-        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
-    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
+        alpha = tl.load(alpha_ptr + expert)
+        n, col = _frag_out_index(pid_n, OUT_T)
+        v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), alpha, OUT_T, FUSE_SILU)
+    _frag_store(v0, out_ptr, topk_w_ptr, slot_ptr, base, 0, n, col, pid_m, N, num_slots, stride_om,
+                MUL_ROUTING, OUT_T, CG)
+    if CG > 1:
+        _frag_store(_frag_epilogue(_frag_reduce(c1, TILES, WARPS), alpha, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr,
+                    slot_ptr, base, 1, n, col, pid_m, N, num_slots, stride_om, MUL_ROUTING, OUT_T, CG)
+    if CG > 2:
+        _frag_store(_frag_epilogue(_frag_reduce(c2, TILES, WARPS), alpha, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr,
+                    slot_ptr, base, 2, n, col, pid_m, N, num_slots, stride_om, MUL_ROUTING, OUT_T, CG)
+        _frag_store(_frag_epilogue(_frag_reduce(c3, TILES, WARPS), alpha, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr,
+                    slot_ptr, base, 3, n, col, pid_m, N, num_slots, stride_om, MUL_ROUTING, OUT_T, CG)
 
 
 @triton.jit
@@ -247,13 +327,7 @@ def moe_w4a16_frag_w2sum_kernel(
     pid_n = tl.program_id(0)
     tok = tl.program_id(1)
     R: tl.constexpr = TILES * WARPS * 128
-    i = tl.arange(0, R)
-    j = i % 4
-    lane = (i // 4) % 32
-    w = (i // 128) % WARPS
-    u = i // (128 * WARPS)
-    t = lane % 4
-    tile = pid_n * TILES + u
+    i, j, lane, w, g, t, tile = _frag_lanes(pid_n, 0, False, TILES, WARPS, TILES)
     ITERS = (KC + WARPS - 1) // WARPS
     q_off = tile.to(tl.int64) * (KC * 128) + (i % 128)
     s_off = tile.to(tl.int64) * (KC * 32) + lane
@@ -285,119 +359,10 @@ def moe_w4a16_frag_w2sum_kernel(
             c = tl.zeros((R,), tl.float32)
         q = q_next
         sc = sc_next
-    v = tl.reshape(tl.sum(tl.reshape(total, (TILES, WARPS, 128)), axis=1), (TILES * 128,))
-    ol = tl.arange(0, TILES * 128)
-    o_e = ol % 4
-    o_lane = (ol // 4) % 32
-    n = (pid_n * TILES + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
-    keep = (2 * (o_lane % 4) + o_e % 2) == 0
+    v = _frag_reduce(total, TILES, WARPS)
+    n, col = _frag_out_index(pid_n, TILES)
+    keep = col == 0
     tl.store(out_ptr + tok.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
-
-
-@triton.jit
-def _wide_group(a_ptr, slot_ptr, base, cg, g, t, j, num_slots, a_row_div, stride_am):
-    """Pointers (int64 = 4 bf16) and mask of column group ``cg``: slot ``slot_ptr[base + 8 cg + g]``."""
-    slot = tl.load(slot_ptr + base + cg * 8 + g)
-    return a_ptr + (slot // a_row_div).to(tl.int64) * stride_am + 4 * t + j, slot < num_slots
-
-
-@triton.jit
-def _wide_store(v, out_ptr, topk_w_ptr, slot_ptr, base, cg, n, col, N, num_slots, stride_om, MUL_ROUTING: tl.constexpr):
-    slot = tl.load(slot_ptr + base + cg * 8 + col)
-    keep = slot < num_slots
-    if MUL_ROUTING:
-        v = v * tl.load(topk_w_ptr + slot, mask=keep, other=0.0).to(tl.float32)
-    tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
-
-
-@triton.jit
-def _wide_epilogue(c, alpha, TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr,
-                   FUSE_SILU: tl.constexpr):
-    v = tl.reshape(tl.sum(tl.reshape(c, (TILES, WARPS, 128)), axis=1), (TILES * 128,)) * alpha
-    if FUSE_SILU:
-        gate, up = tl.split(tl.trans(tl.reshape(v, (2, OUT_T * 128))))
-        v = gate / (1.0 + tl.exp(-gate)) * up
-    return v
-
-
-@triton.jit(do_not_specialize=["num_slots"])
-def moe_w4a16_frag_wide_kernel(
-    a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
-    N, KC, num_slots, a_row_div, up_tiles,
-    stride_am, stride_qe, stride_se, stride_om,
-    FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
-    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
-):
-    """:func:`moe_w4a16_frag_kernel` for more rows: each program takes one ``8 * CG``-slot block of
-    ``moe_sort(ids, E, 8 * CG)`` (``CG`` in 1, 2, 4) and dequantizes each weight word once for
-    ``CG`` MMAs, one per group of 8 slots (separate 1-D tensors, so every operand of the asm keeps
-    the decode kernel's layout)."""
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    expert = tl.load(expert_ptr + pid_m)
-    if expert < 0:
-        return
-    expert = expert.to(tl.int64)
-    R: tl.constexpr = TILES * WARPS * 128
-    i = tl.arange(0, R)
-    j = i % 4
-    lane = (i // 4) % 32
-    w = (i // 128) % WARPS
-    u = i // (128 * WARPS)
-    g = lane // 4
-    t = lane % 4
-    if FUSE_SILU:
-        tile = pid_n * OUT_T + (u % OUT_T) + (u // OUT_T) * up_tiles
-    else:
-        tile = pid_n * TILES + u
-    base = pid_m * (8 * CG)
-    a0, ok0 = _wide_group(a_ptr, slot_ptr, base, 0, g, t, j, num_slots, a_row_div, stride_am)
-    a1, ok1 = _wide_group(a_ptr, slot_ptr, base, 1 % CG, g, t, j, num_slots, a_row_div, stride_am)
-    a2, ok2 = _wide_group(a_ptr, slot_ptr, base, 2 % CG, g, t, j, num_slots, a_row_div, stride_am)
-    a3, ok3 = _wide_group(a_ptr, slot_ptr, base, 3 % CG, g, t, j, num_slots, a_row_div, stride_am)
-    q_base = q_ptr + expert * stride_qe + tile.to(tl.int64) * (KC * 128) + (i % 128)
-    s_base = s_ptr + expert * stride_se + tile.to(tl.int64) * (KC * 32) + lane
-    c0 = tl.zeros((R,), tl.float32)
-    c1 = tl.zeros((R,), tl.float32)
-    c2 = tl.zeros((R,), tl.float32)
-    c3 = tl.zeros((R,), tl.float32)
-    kc = w
-    ok = kc < KC
-    q = tl.load(q_base + kc * 128, mask=ok, other=0)
-    sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
-    for k0 in range(0, KC, WARPS):
-        kn = k0 + WARPS + w
-        okn = kn < KC
-        q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
-        sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
-        kc = k0 + w
-        kin = kc < KC
-        sg, sg8 = _frag_scales(sc)
-        r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-        c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
-        if CG > 1:
-            c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
-        if CG > 2:
-            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
-            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
-        q = q_next
-        sc = sc_next
-    alpha = tl.load(alpha_ptr + expert)
-    ol = tl.arange(0, OUT_T * 128)
-    o_e = ol % 4
-    o_lane = (ol // 4) % 32
-    n = (pid_n * OUT_T + ol // 128) * 16 + o_lane // 4 + 8 * (o_e // 2)
-    col = 2 * (o_lane % 4) + o_e % 2
-    _wide_store(_wide_epilogue(c0, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base, 0,
-                n, col, N, num_slots, stride_om, MUL_ROUTING)
-    if CG > 1:
-        _wide_store(_wide_epilogue(c1, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
-                    1, n, col, N, num_slots, stride_om, MUL_ROUTING)
-    if CG > 2:
-        _wide_store(_wide_epilogue(c2, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
-                    2, n, col, N, num_slots, stride_om, MUL_ROUTING)
-        _wide_store(_wide_epilogue(c3, alpha, TILES, WARPS, OUT_T, FUSE_SILU), out_ptr, topk_w_ptr, slot_ptr, base,
-                    3, n, col, N, num_slots, stride_om, MUL_ROUTING)
 
 
 def emulate_word(q: torch.Tensor, sc: torch.Tensor) -> torch.Tensor:
@@ -443,8 +408,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         expert_ids / slot_ids: per column group, the expert (``topk_ids`` flat when not ``sorted_cols``,
             else ``block_expert``) and, when sorted, ``sorted_ids`` from ``moe_sort(ids, E, 8)``.
         tiles: 16-row tiles per program (w13: gate + up, even); warps: num_warps (split K).
-        cg: 0 = :func:`moe_w4a16_frag_kernel`; 1, 2 or 4 = :func:`moe_w4a16_frag_wide_kernel` with
-            ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
+        cg: column groups per program (:func:`moe_w4a16_frag_kernel`'s ``CG``): 0 with ``sorted_cols``
+            means 1; 1, 2 or 4 need ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -459,14 +424,12 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     args = (a.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
             n_out, kc, num_slots, a_row_div, n_out // 16,
             a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0))
-    if cg:
-        if cg not in (1, 2, 4):
-            raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
-        moe_w4a16_frag_wide_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
-                                         OUT_T=out_t, CG=cg, num_warps=warps, num_stages=1)
-    else:
-        moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=sorted_cols,
-                                    TILES=tiles, WARPS=warps, OUT_T=out_t, num_warps=warps, num_stages=1)
+    if cg not in (0, 1, 2, 4):
+        raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
+    if cg and not sorted_cols:
+        raise ValueError("cg > 0 needs sorted columns (moe_sort blocks of 8 * cg)")
+    moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
+                                OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1)
 
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,
