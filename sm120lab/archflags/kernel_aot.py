@@ -243,7 +243,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     if v.kernel == "gemm":
         from ..kernels.moe_gemm import moe_nvfp4_gemm_kernel as fn
 
-        ce.update(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K, DOT_F32=False,
+        ce.update(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
                   FAST=cfg.FAST and ce["A_MODE"] != _A_FP4_NATIVE)
         ptrs = _gemm_ptrs(ce["A_MODE"], ce["FUSE_SILU"])
         div = ("N", "K", "n_up", "stride_am", "stride_asm", "stride_we", "stride_wn", "stride_wse", "stride_wsn",
@@ -268,8 +268,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     else:
         from ..kernels.moe_decode import moe_w4a16_decode_kernel as fn
 
-        ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, DEPTH=cfg.DEPTH,
-                  INTERPRET=False)
+        ce.update(SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=cfg.BLOCK_KW, FAST=True, DEPTH=cfg.DEPTH)
         ptrs = _decode_ptrs(ce["FUSE_SILU"])
         div = ("N", "KW", "n_up", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_om")
     row = {"kernel": variant, "config": config_key(variant, cfg), "min_triton": v.min_triton,

@@ -66,7 +66,7 @@ from sm120lab.kernels.moe_configs import DECODE_CONFIGS
 from sm120lab.kernels.moe_decode import moe_w4a16_decode_kernel as fn
 cfg = DECODE_CONFIGS[sys.argv[1]]
 ce = {"FUSE_SILU": True, "MUL_ROUTING": False, "SORTED": cfg.SORTED, "BLOCK_N": cfg.BLOCK_N,
-      "BLOCK_KW": cfg.BLOCK_KW, "FAST": True, "DEPTH": cfg.DEPTH, "INTERPRET": False}
+      "BLOCK_KW": cfg.BLOCK_KW, "FAST": True, "DEPTH": cfg.DEPTH}
 div = ("N", "KW", "n_up", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_om")
 src = ASTSource(fn=fn, signature=signature(fn, _decode_ptrs(True), ce), constexprs=ce,
                 attrs=divisibility_attrs(fn, ce, div))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .moe_gemm import _round_bf16_rne
+from .moe_gemm import INTERPRETED, _round_bf16_rne
 
 #: fp16-bit decode (``(c&8)<<12 | (c&7)<<9`` = e2m1 * 2**-14) times 2**8 = e2m1 * 2**-6, the GPU path's value
 F16_DECODE_TO_DECODE_SHIFT: tl.constexpr = tl.constexpr(256.0)
@@ -102,7 +102,6 @@ def moe_w4a16_decode_kernel(
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_om,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr, FAST: tl.constexpr, DEPTH: tl.constexpr = 1,
-    INTERPRET: tl.constexpr = False,
 ):
     """Grid (cdiv(N, outputs per program), slots). ``w_ptr``: int32 words [E, N_w, KW];
     ``ws_ptr``: uint8 scales [E, N_w, KW/2]; ``KW`` a multiple of ``BLOCK_KW`` (module docstring)."""
@@ -168,12 +167,12 @@ def moe_w4a16_decode_kernel(
         gate, up = tl.split(tl.trans(tl.reshape(res, (2, HALF))))
         val = gate / (1.0 + tl.exp(-gate)) * up
         offs = pid_n * HALF + tl.arange(0, HALF)
-        if INTERPRET and out_ptr.dtype.element_ty == tl.bfloat16:
+        if INTERPRETED and out_ptr.dtype.element_ty == tl.bfloat16:
             val = _round_bf16_rne(val)
         tl.store(out_ptr + slot.to(tl.int64) * stride_om + offs, val.to(out_ptr.dtype.element_ty), mask=offs < N)
     else:
         if MUL_ROUTING:
             res = res * tl.load(topk_w_ptr + slot).to(tl.float32)
-        if INTERPRET and out_ptr.dtype.element_ty == tl.bfloat16:
+        if INTERPRETED and out_ptr.dtype.element_ty == tl.bfloat16:
             res = _round_bf16_rne(res)
         tl.store(out_ptr + slot.to(tl.int64) * stride_om + n_out, res.to(out_ptr.dtype.element_ty), mask=n_out < N)

@@ -31,6 +31,8 @@ sums the k slots of each token.
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
@@ -40,6 +42,13 @@ from .nvfp4_tl import E2M1_F16_SHIFT, E2M1_F16_SHIFT_SQ, dequant_pair_tile, dequ
 A_BF16: tl.constexpr = tl.constexpr(0)
 A_FP4_DEQUANT: tl.constexpr = tl.constexpr(1)
 A_FP4_NATIVE: tl.constexpr = tl.constexpr(2)
+
+#: True when this process's kernels are Triton-interpreted (``TRITON_INTERPRET`` when they were decorated,
+#: which is when ``triton.jit`` decides; :func:`.plan.interpreting` asks the kernel object itself). A global
+#: constexpr, not a kernel argument: the interpreter-only steps (fp32 dots, bf16 rounding) compile away on a
+#: GPU and stay out of the production signatures.
+INTERPRETED: tl.constexpr = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").strip().lower()
+                                         in ("1", "true", "yes", "on", "y"))
 
 
 @triton.jit
@@ -99,8 +108,7 @@ def moe_nvfp4_gemm_kernel(
     N, K, num_slots, a_row_div, n_up,
     stride_am, stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, stride_wgs, stride_om,
     A_MODE: tl.constexpr, FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr = False,
-    FAST: tl.constexpr = False,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, FAST: tl.constexpr = False,
 ):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -148,11 +156,11 @@ def moe_nvfp4_gemm_kernel(
         kt = k // BLOCK_K
         acc = _partial(acc, a_ptrs + kt * a_step, as_ptrs + kt * (BLOCK_K // 16),
                        wg_ptrs + kt * KB, wsg_ptrs + kt * (BLOCK_K // 16), wsg_native + kt * (BLOCK_K // 16),
-                       a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, FAST)
+                       a_mask, n_mask2, A_MODE, BLOCK_K, INTERPRETED, FAST)
         if FUSE_SILU:
             acc_u = _partial(acc_u, a_ptrs + kt * a_step, as_ptrs + kt * (BLOCK_K // 16),
                              wg_ptrs + up_w + kt * KB, wsg_ptrs + up_s + kt * (BLOCK_K // 16),
-                             wsg_native + up_s + kt * (BLOCK_K // 16), a_mask, n_mask2, A_MODE, BLOCK_K, DOT_F32, FAST)
+                             wsg_native + up_s + kt * (BLOCK_K // 16), a_mask, n_mask2, A_MODE, BLOCK_K, INTERPRETED, FAST)
 
     w_gs = tl.load(w_gs_ptr + expert * stride_wgs)
     if A_MODE == A_BF16:
@@ -168,7 +176,7 @@ def moe_nvfp4_gemm_kernel(
     if MUL_ROUTING:
         rw = tl.load(topk_w_ptr + slot, mask=m_mask, other=0.0).to(tl.float32)
         acc = acc * rw[:, None]
-    if DOT_F32 and out_ptr.dtype.element_ty == tl.bfloat16:
+    if INTERPRETED and out_ptr.dtype.element_ty == tl.bfloat16:
         acc = _round_bf16_rne(acc)
     out_ptrs = out_ptr + slot.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])

@@ -107,7 +107,7 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
         a.stride(0), a_scale.stride(0), data.stride(0), data.stride(1), scale.stride(0), scale.stride(1),
         gs_stride, out.stride(0),
         A_MODE=a_mode, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing,
-        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=bk, DOT_F32=interpreting(),
+        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=bk,
         FAST=cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE.value,  # see moe_gemm
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
@@ -127,7 +127,7 @@ def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, nu
         n, kw, num_slots, a_row_div, n_up,
         a.stride(0), w.words.stride(0), w.words.stride(1), w.scales.stride(0), w.scales.stride(1), out.stride(0),
         FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=bkw,
-        FAST=fast, DEPTH=cfg.DEPTH, INTERPRET=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        FAST=fast, DEPTH=cfg.DEPTH, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def _packed_gemm_args(p: PackedNVFP4):
