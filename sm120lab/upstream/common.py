@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from .pyeval import Module
 from .record import Anchor, TextFact, WheelInfo
@@ -21,6 +22,18 @@ class FactSpec:
     claim: str
     anchors: tuple[str, ...]
     files: tuple[str, ...] = ()
+
+
+#: the fact specs, as data: sm120lab/upstream/facts.yaml (per package: id, claim, anchors, files)
+FACTS_YAML = Path(__file__).with_name("facts.yaml")
+
+
+def load_fact_specs(package: str, path: Path = FACTS_YAML) -> tuple[FactSpec, ...]:
+    """The :class:`FactSpec` list of ``package`` ("flashinfer" or "vllm") from the facts file."""
+    import yaml
+
+    entries = yaml.safe_load(path.read_text())[package]
+    return tuple(FactSpec(f["id"], f["claim"], tuple(f["anchors"]), tuple(f.get("files", ()))) for f in entries)
 
 
 def find_text(wheel: WheelSource, anchors: tuple[str, ...], files: tuple[str, ...], package: str) -> Anchor | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from .common import FactSpec, anchor_at, base_fields, find_facts, find_text, run_isolated
+from .common import anchor_at, base_fields, find_facts, find_text, load_fact_specs, run_isolated
 from .pyeval import Modules, find_class, find_function, method
 from .record import Anchor, ArchListResult, FlashInferRecord, JitLoadOrder
 from .wheelsrc import WheelSource
@@ -35,28 +35,7 @@ ARCH_CASES = tuple(
     + [(f"env-12.0-cuda{cuda}", (12, 0), cuda, "12.0") for cuda in ("12.8", "12.9", "13.0")]
 )
 
-FACTS = (
-    FactSpec("sm12x_nvfp4_moe_requires_cuda13", "the SM12x NVFP4 fused-MoE runner refuses CUDA older than 13",
-             ("SM12x NVFP4 requires CUDA 13 or later",), ("flashinfer/fused_moe/runners.py",)),
-    FactSpec("trtllm_gen_moe_no_sm12x_cubins",
-             "TRT-LLM-gen routed MoE ships cubins for the SM100 family only (SM120/121 need upstream cubins)",
-             ("SM110/120/121 need upstream cubins first",), ("flashinfer/fused_moe/api.py",)),
-    FactSpec("cutedsl_sm100_kernel_throws_on_sm120",
-             "the SM100 CuTe-DSL MoE kernel throws at launch on SM120/SM121",
-             ("throws at launch on SM120",), ("flashinfer/fused_moe/api.py",)),
-    FactSpec("sm12x_nvfp4_config", "an SM12x-native CuTe-DSL NVFP4 MoE config class (SM12xNvfp4Config) exists",
-             ("class SM12xNvfp4Config",), ("flashinfer/fused_moe/api.py",)),
-    FactSpec("b12x_nvfp4_config", "a b12x NVFP4 MoE config class (B12xNvfp4Config) exists",
-             ("class B12xNvfp4Config",), ("flashinfer/fused_moe/api.py",)),
-    FactSpec("sm121_illegal_instruction_warning",
-             "FlashInfer warns that SM120 code on SM121 can fail with an illegal-instruction error",
-             ("cudaErrorIllegalInstruction", "illegal instruction on SM121", "illegal-instruction"),
-             (ARCH_FILE, "flashinfer/jit/core.py", "flashinfer/jit/env.py")),
-    FactSpec("sm12x_arch_requires_cuda_12_9", "the arch normalisation raises for SM 12.x on CUDA older than 12.9",
-             ('"SM 12.x requires CUDA >= 12.9"',), (ARCH_FILE,)),
-    FactSpec("aot_loaded_first_comment", "the JIT loader treats only the AOT artifact as valid without building",
-             ("Only the AOT artifact is known-valid without building",), ("flashinfer/jit/core.py",)),
-)
+FACTS = load_fact_specs("flashinfer")
 
 # The driver runs in a fresh interpreter: it builds the stand-in modules, executes the wheel's file, and
 # prints one JSON result per case. Kept as data (a string), never written into the user's tree.

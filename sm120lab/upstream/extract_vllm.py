@@ -25,7 +25,7 @@ import ast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .common import FactSpec, anchor_at, base_fields, find_facts
+from .common import anchor_at, base_fields, find_facts, load_fact_specs
 from .pyeval import (
     UNKNOWN,
     Capability,
@@ -50,27 +50,7 @@ DENSE_FLAGS = ("--linear-backend", "--nvfp4-gemm-backend")
 DENSE_ENV = "VLLM_NVFP4_GEMM_BACKEND"
 SM120, SM121 = Capability(12, 0), Capability(12, 1)
 
-FACTS = (
-    FactSpec("spawn_when_cuda_initialized",
-             "vLLM switches its workers to the spawn start method itself when CUDA is already initialised",
-             ('reasons.append("CUDA is initialized")',), ("vllm/utils/system_utils.py", "vllm/utils/__init__.py")),
-    FactSpec("custom_allreduce_off_over_two_pcie_gpus",
-             "vLLM's custom all-reduce turns itself off on more than two PCIe-only GPUs",
-             ("more than two PCIe-only GPUs",), ("vllm/distributed/device_communicators/custom_all_reduce.py",)),
-    FactSpec("flashinfer_pcie_ipc_allreduce_env",
-             "an opt-in env var VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC exists",
-             ('"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC"',), ("vllm/envs.py",)),
-    FactSpec("nccl_cumem_forced_off",
-             "vLLM sets NCCL_CUMEM_ENABLE=0 for every process when it is imported",
-             ('os.environ["NCCL_CUMEM_ENABLE"] = "0"', "os.environ['NCCL_CUMEM_ENABLE'] = '0'"),
-             ("vllm/env_override.py", "vllm/__init__.py")),
-    FactSpec("unknown_env_var_only_warns",
-             "an unknown VLLM_* environment variable is reported with a warning (an error only when asked for)",
-             ('"Unknown vLLM environment variable detected: %s"',), ("vllm/platforms/interface.py", "vllm/envs.py")),
-    FactSpec("flashinfer_b12x_excluded_from_auto",
-             "FLASHINFER_B12X is left out of the NVFP4 MoE auto-selection on purpose",
-             ("FLASHINFER_B12X is intentionally excluded from auto-selection",), (ORACLE_DIR + "nvfp4.py",)),
-)
+FACTS = load_fact_specs("vllm")
 
 
 # --------------------------------------------------------------------------- annotations -> choices
