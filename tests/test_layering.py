@@ -3,7 +3,7 @@
 A *unit* is a subpackage of ``sm120lab`` (``sm120lab/moe/...`` -> ``moe``) or a module at the package
 root (``sm120lab/envinfo.py`` -> ``envinfo``). Units sit on layers, lowest first:
 
- 0. root helpers: ``__init__`` (the version), ``constants``, ``paths``, ``atomic_io``, ``cmdline``
+ 0. root helpers: ``__init__`` (the version), ``constants``, ``paths``, ``atomic_io``, ``cmdline``, ``enums``
  1. ``nvfp4`` (formats), ``toolchains`` (CUDA toolkits and cached PyPI wheels)
  2. ``envinfo`` (the machine stamp every record carries; it lists the toolkits ``toolchains`` finds)
  3. ``kernels`` (the production Triton MoE)
@@ -29,7 +29,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "sm120lab"
 
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s) for s in (
-    {"__init__", "constants", "paths", "atomic_io", "cmdline"},
+    {"__init__", "constants", "paths", "atomic_io", "cmdline", "enums"},
     {"nvfp4", "toolchains"},
     {"envinfo"},
     {"kernels"},
@@ -49,7 +49,7 @@ PEERS = {("recommend", "runs"), ("runs", "recommend")}
 #: (file, imported unit) that still run upward; owned elsewhere, to be moved (delete the entry when it is;
 #: nothing may be added)
 UPWARD: set[tuple[str, str]] = set()
-ROOT_MODULES = {"__init__", "__main__", "cli", "cmdline", "constants", "paths", "atomic_io", "envinfo"}
+ROOT_MODULES = {"__init__", "__main__", "cli", "cmdline", "constants", "paths", "atomic_io", "envinfo", "enums"}
 
 
 def _layer_of() -> dict[str, int]:

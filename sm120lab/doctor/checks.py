@@ -5,16 +5,17 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
+
+from sm120lab.enums import StrEnum
 
 from ..constants import SM120_SMEM_LIMIT
 from ..envinfo import relevant_env
 
 
-class Answer(str, Enum):
+class Answer(StrEnum):
     """The doctor's prediction for one backend (a str-Enum: JSON and comparisons see the value)."""
 
     YES = "yes"
@@ -22,9 +23,6 @@ class Answer(str, Enum):
     RISKY = "risky"
     EMULATED = "emulated"
     NO = "no"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: backends vLLM / FlashInfer offer that the lab has no adapter for (judged from the wheels only)

@@ -30,10 +30,9 @@ tests, mostly-empty routings, is a problem family (sparse routing at T = 1..3), 
 
 from __future__ import annotations
 
-from enum import Enum
-
 import torch
 
+from sm120lab.enums import StrEnum
 from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4_BLOCK, e2m1_decode, e2m1_encode, e4m3_round_satfinite
 
 from .backends.base import Backend, Needs
@@ -112,18 +111,15 @@ class BF16Weights(Variant):
         return {"difference": self.difference}
 
 
-class ScaleRounding(str, Enum):
+class ScaleRounding(StrEnum):
     """How an activation quantizer rounds ``gs * amax_b / 6`` to its E4M3 block scale."""
 
     NEAREST = "nearest"  # RNE (cvt.rn.satfinite): the W4A4 contract, emulated-w4a4
     UP = "up"            # the next E4M3 value up: no element saturates, coarser steps
     DOWN = "down"        # the next E4M3 value down: finer steps, the block maximum may saturate at 6
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class GlobalScale(str, Enum):
+class GlobalScale(StrEnum):
     """Which fp32 global scale an activation quantizer uses (encode side, ``gs = 448*6/m``)."""
 
     PER_LAYER = "per-layer"      # m = amax over the layer's calibration data (problem.a1/a2_gscale): the contract
@@ -131,9 +127,6 @@ class GlobalScale(str, Enum):
     PER_EXPERT = "per-expert"    # m = amax over the expert's own rows (per-expert input scales)
     PER_TOKEN = "per-token"      # m = amax of each row (dynamic quantization)
     POW2 = "pow2"                # gs = the contract's, rounded down to a power of two (nothing saturates)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def e4m3_round(x: torch.Tensor, rounding: ScaleRounding = ScaleRounding.NEAREST) -> torch.Tensor:

@@ -54,16 +54,17 @@ Per expert and per token (issue 21; thresholds and the measurements that set the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 
 import numpy as np
+
+from sm120lab.enums import StrEnum
 
 __all__ = ["DEV_CORRECT", "DEV_GARBAGE", "EXPERT_CONSISTENT", "EXPERT_DEV", "EXPERT_RATIO", "FORMAT_CLOSER", "MIX_LIMIT",
            "ROUNDING_FLOOR", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "W4A4_GLOBAL_Z_FEW", "W4A4_FEW_TOKENS", "Judgement", "Verdict",
            "judge", "pooled_deviation", "systematic_experts"]
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """What the harness concluded about one backend on one problem (a str: JSON and ``==`` work)."""
 
     CORRECT = "correct"
@@ -71,9 +72,6 @@ class Verdict(str, Enum):
     GARBAGE = "garbage"
     SKIPPED = "skipped"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: a correct backend reproduces its expected numerics per cell to within rounding (bf16: ~1.5%;

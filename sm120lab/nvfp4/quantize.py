@@ -22,9 +22,10 @@ non-negative; conversion is round-to-nearest-even with saturation to 448
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 
 import torch
+
+from sm120lab.enums import StrEnum
 
 from ._validate import (
     check_block_divisible,
@@ -43,25 +44,19 @@ NVFP4_BLOCK = 16
 E4M3_MAX = 448.0
 
 
-class ScaleLayout(str, Enum):
+class ScaleLayout(StrEnum):
     """Where an NVFP4 tensor's block scales sit (a str-Enum: equal to its value, e.g. ``"linear"``)."""
 
     LINEAR = "linear"      # [..., K/16], row-major
     SWIZZLED = "swizzled"  # the 128x4 tiled layout the tensor cores read (:mod:`.swizzle`)
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Numerics(str, Enum):
+class Numerics(StrEnum):
     """What a backend computes, which decides the output it is compared with (a str-Enum)."""
 
     EXACT = "exact"    # the unquantized reference itself
     W4A16 = "w4a16"    # NVFP4 weights, 16-bit activations
     W4A4 = "w4a4"      # NVFP4 weights and NVFP4-quantized activations
-
-    def __str__(self) -> str:
-        return self.value
 
 
 SCALE_LAYOUTS = tuple(v.value for v in ScaleLayout)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
+
+from sm120lab.enums import StrEnum
 
 from . import textmatch as tm
 from .engine import PatchState, status
@@ -65,15 +66,12 @@ def summary(rows_: list[dict]) -> dict[str, int]:
 
 # --- what this machine has -------------------------------------------------------------------
 
-class Origin(str, Enum):
+class Origin(StrEnum):
     """Where an audited tree came from."""
 
     INSTALLED = "installed"    # site-packages of this interpreter
     WHEELHOUSE = "wheelhouse"  # a local .whl ($SM120LAB_WHEELHOUSE or the wheelhouse argument)
     PYPI = "pypi"              # downloaded from PyPI (or found in the download cache)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: audited from PyPI when a package is neither installed nor in the wheelhouse

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from importlib import resources
 from pathlib import Path
 
@@ -23,17 +22,16 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from sm120lab.enums import StrEnum
 
-class Classification(str, Enum):
+
+class Classification(StrEnum):
     """What a patch means for SM120 (a str-Enum: compares and serialises as its value)."""
 
     NEEDED = "needed"          # the fix matters on SM120 for this version
     NO_OP = "no-op"            # changes nothing on SM120
     HARMFUL = "harmful"        # unlocks a path with no SM120 kernels
     UPSTREAMED = "upstreamed"  # the version already does it
-
-    def __str__(self) -> str:
-        return self.value
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)

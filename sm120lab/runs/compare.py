@@ -33,11 +33,12 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
+
+from sm120lab.enums import StrEnum
 
 from .files import regular_files
 from .results import (
@@ -56,12 +57,7 @@ __all__ = ["DEVICE_DIFFERS", "Assessment", "Change", "ChangeKind", "Comparison",
            "plot_bench_runs", "recorded_runs", "run_overview", "timeline"]
 
 
-class _StrEnum(str, Enum):
-    def __str__(self) -> str:
-        return self.value
-
-
-class ChangeKind(_StrEnum):
+class ChangeKind(StrEnum):
     """What a :class:`Change` is about."""
 
     ENVIRONMENT = "environment"
@@ -71,7 +67,7 @@ class ChangeKind(_StrEnum):
     BENCH = "bench"
 
 
-class Assessment(_StrEnum):
+class Assessment(StrEnum):
     """How a :class:`Change` is judged; only ``regression`` fails the gate."""
 
     REGRESSION = "regression"

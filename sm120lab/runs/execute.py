@@ -30,9 +30,10 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from sm120lab.enums import StrEnum
 
 from ..atomic_io import write_json_atomic, write_text_atomic
 from ..envinfo import collect
@@ -58,15 +59,12 @@ RUN_DIRS = ("results", "figures")
 RUN_GLOBS = ("[0-9][0-9]_*.ipynb", "[0-9][0-9]_*.html")
 
 
-class RunMode(str, Enum):
+class RunMode(StrEnum):
     """What to do when the run folder already holds files."""
 
     NEW = "new"              # refuse a non-empty folder
     RESUME = "resume"        # run what is missing, failed or not run; same machine only
     OVERWRITE = "overwrite"  # replace an earlier run folder's files
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class RunFolderError(ValueError):

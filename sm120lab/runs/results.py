@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import math
 import os
-from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from sm120lab.enums import StrEnum
 
 from ..atomic_io import write_json_atomic
 from .files import MAX_JSON_BYTES, SchemaError, read_json
@@ -48,15 +49,12 @@ SECTIONS = ("verdicts", "compile_matrix", "bench")
 ANSWER_KEYS = ("claim", "value", "status", "why")
 
 
-class NotebookStatus(str, Enum):
+class NotebookStatus(StrEnum):
     """What became of one notebook in a run (``summary.json``)."""
 
     OK = "ok"
     FAILED = "failed"
     NOT_RUN = "not run"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def load_json(path: Path, root: Path | None = None) -> Any:
