@@ -95,7 +95,7 @@ def _write_json(target: Path, payload: dict, args) -> None:
     from sm120lab.envinfo import collect
 
     payload["command"] = command_line("sm120lab", getattr(args, "argv", sys.argv[1:]))
-    payload["env"] = collect()
+    payload["env"] = payload.pop("_env_at_start", None) or collect()
     try:
         write_json_atomic(target, payload)
     except OSError as exc:
@@ -112,6 +112,9 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
         raise SystemExit(f"--sweep: expected a positive number of problems, got {args.sweep}")
     presets = [p for p in args.preset.split(",") if p]
     families = list(FAMILIES) if args.routing == "all" else [r for r in args.routing.split(",") if r]
+    from sm120lab.envinfo import collect
+
+    env = collect()  # the code and packages the sweep runs with (the commit may move during a long sweep)
     try:
         record = false_alarm_sweep(presets, families, args.sweep, args.seed, device,
                                 progress=lambda xs: tqdm(xs, desc="sweep", unit="problem", file=sys.stderr))
@@ -128,7 +131,7 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
     for f in record["failures"][:10]:
         print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
     if target is not None:
-        _write_json(target, record, args)
+        _write_json(target, {**record, "_env_at_start": env}, args)
     return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
 
 
