@@ -42,6 +42,7 @@ def test_tile_tables_rederive_the_recorded_tables(tmp_path, capsys):
 @pytest.mark.parametrize("argv, arg", [
     (["dev", "tile-tables", "--aot", "no/such/aot.json"], "--aot"),
     (["dev", "kernel-aot", "--jobs", "0"], "--jobs"),
+    (["dev", "kernel-aot", "--same-sass-as", "no/such/table.json"], "--same-sass-as"),
     (["dev", "api-check", "extract", "vllm", "0.17.0", "--wheel", "not-a-wheel.txt"], "--wheel"),
 ])
 def test_bad_input_is_one_line_naming_the_argument(argv, arg):
