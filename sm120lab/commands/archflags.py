@@ -1,16 +1,18 @@
-"""``sm120lab archflags``: the probe x toolkit x target compile matrix with SASS evidence."""
+"""``sm120lab archflags``: the probe x toolkit x target compile matrix with SASS evidence.
+
+Compiles the probe kernels (sm120lab/archflags/cuda_probes/*.cu) with each CUDA toolkit (`sm120lab toolchains
+--list`) for each target (sm_120a, compute_120f->sm_121a, ...), records accepted / rejected-arch /
+rejected-ptxas, the first error, time, SASS opcodes and macros, plus Triton AOT rows; cells are cached; the
+result is written atomically with envinfo."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "archflags", help="compile every probe for every toolkit and target; record status + SASS evidence",
-        description="Compiles the probe kernels (sm120lab/archflags/cuda_probes/*.cu) with each CUDA toolkit "
-                    "(`sm120lab toolchains --list`) for each target (sm_120a, compute_120f->sm_121a, ...), "
-                    "records accepted / rejected-arch / rejected-ptxas, the first error, time, SASS "
-                    "opcodes and macros, plus Triton AOT rows; cells are cached; the result is written "
-                    "atomically with envinfo.")
+    p = subparsers.add_parser("archflags", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              help="compile every probe for every toolkit and target; record status + SASS evidence")
     p.add_argument("--toolkit", nargs="+", metavar="V", help="toolkits by version (default: all found)")
     p.add_argument("--target", nargs="+", metavar="T", help="targets (default: the standard list)")
     p.add_argument("--probe", nargs="+", metavar="P",

@@ -1,15 +1,17 @@
-"""``sm120lab toolchains``: list CUDA toolkits found here, or install pinned ones from PyPI."""
+"""``sm120lab toolchains``: list CUDA toolkits found here, or install pinned ones from PyPI.
+
+`sm120lab toolchains install 12.8 12.9 13.0` installs pinned PyPI wheels into $SM120LAB_TOOLCHAINS (default
+~/.cache/sm120lab/toolchains/<ver>), one pip call per version, skipping versions already there.
+`sm120lab toolchains --list` (or no arguments) lists every toolkit found on this machine and in that cache."""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "toolchains", help="find CUDA toolkits, or install 12.8/12.9/13.0 from PyPI wheels",
-        description="`sm120lab toolchains install 12.8 12.9 13.0` installs pinned PyPI wheels into "
-                    "$SM120LAB_TOOLCHAINS (default ~/.cache/sm120lab/toolchains/<ver>), one pip call per "
-                    "version, skipping versions already there. `sm120lab toolchains --list` (or no "
-                    "arguments) lists every toolkit found on this machine and in that cache.")
+    p = subparsers.add_parser("toolchains", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              help="find CUDA toolkits, or install 12.8/12.9/13.0 from PyPI wheels")
     p.add_argument("action", nargs="?", choices=("install", "list"), default="list")
     p.add_argument("versions", nargs="*", help="versions to install: 12.8 12.9 13.0 sass-tools")
     p.add_argument("--list", action="store_true", help="list toolkits (after installing, if asked)")
