@@ -124,6 +124,20 @@ def test_check_sweep_cli_records_seeds_env_and_command(tmp_path, seed):
     doc = json.loads(out.read_text())
     assert rc == 0 and doc["totals"]["problems"] == 2 and doc["totals"]["false_garbage"] == 0
     assert doc["command"].startswith("sm120lab check --sweep 1") and "env" in doc
+    assert "_env_at_start" not in doc
+    # the environment is read when the sweep starts (the commit can move during a long sweep)
+    import sm120lab.envinfo as envinfo
+
+    calls = []
+    real = envinfo.collect
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(envinfo, "collect", lambda: calls.append("env") or {**real(), "call": len(calls)})
+    try:
+        assert main(["check", "--sweep", "1", "--preset", "tiny", "--routing", "single", "--seed", str(seed),
+                     "--device", "cpu", "--json", str(out)]) == 0
+    finally:
+        monkey.undo()
+    assert calls == ["env"] and json.loads(out.read_text())["env"]["call"] == 1
     assert [row[3] for row in doc["problems"]] == [seed, seed]
     assert main(["check", "--sweep", "1", "--routing", "gauss", "--device", "cpu"]) == 2
 
