@@ -345,3 +345,32 @@ def rep_pooled_over_band(rep):
     from sm120lab.moe.verdict import pooled_deviation
 
     return pooled_deviation(rep) / np.maximum(rep.expert_band, 1e-12)
+
+
+@pytest.mark.parametrize("family", ["uniform", "zipf"])
+def test_a_token_whose_own_w4a4_rounding_was_exact_keeps_its_experts_band(family):
+    """A third hunt (seeds from 9000000) drew token 12 (hidden amax 17 against a median of 6.2): emulated
+    W4A4 happened to round it to 0.056 of the reference, the lowest of 48 tokens (median 0.16), and block
+    scales rounded up sat 12.2 x that band away: garbage. A token's band is now at least the smallest
+    pooled band of its experts (as a cell's is at least its expert's)."""
+    from sm120lab.moe.variants import ScaleRoundUp
+
+    prob = problem_of("tiny", family, 9000121, "cpu")
+    v = ScaleRoundUp()
+    rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
+    assert rep.verdict != Verdict.GARBAGE, rep.reasons
+    assert rep.token_dev.dev[12] > 12 * rep.token_band[12]  # the case itself: beyond the token's own band
+
+
+def test_a_lone_cell_of_a_backend_with_its_own_numerics_is_no_systematic_expert():
+    """The same hunt drew a one-token problem where FP8-rowwise weights put expert 5's only cell 0.099 from
+    the bf16-weight forward and the other expert 0.0086: 11.6 x, a "systematic expert" by the ratio rule.
+    One cell is a pattern only against an otherwise exact backend: here it is judged by the cell rule and
+    named a weight-format mismatch. The planted one-expert faults (exact elsewhere) stay caught at T = 1
+    (``test_issue21_sweep_misses_stay_fixed``)."""
+    prob = problem_of("tiny", "mostly-empty", 9000183, "cpu")
+    assert prob.tokens == 1
+    v = FP8RowwiseWeights()
+    rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
+    assert rep.verdict == Verdict.DEGRADED and not rep.flagged_experts, rep.reasons
+    assert "weight-format mismatch" in rep.reasons[0]

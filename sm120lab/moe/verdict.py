@@ -174,7 +174,8 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
 
     16-bit-activation backends: pooled deviation > ``EXPERT_DEV`` and > ``EXPERT_RATIO`` x the median
     pooled deviation of the other routed experts (at least ``ROUNDING_FLOOR``), with at least
-    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``. W4A4 backends: the pooled deviation in
+    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``; an expert that served one cell, while
+    another routed expert deviates beyond ``ROUNDING_FLOOR`` too, only beyond ``DEV_GARBAGE`` (the cell rule). W4A4 backends: the pooled deviation in
     units of the expert's own activation-rounding band (emulated-w4a4's pooled error) > ``W4A4_EXPERT_Z``
     (``W4A4_CELL_Z`` for an expert that served one cell: one cell is no pattern) and > 2 x the other
     experts' median, with the same consistency beyond half that band.
@@ -205,6 +206,10 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
         else:
             base = max(ROUNDING_FLOOR, float(np.median(others))) if others.size else ROUNDING_FLOOR
             beyond = score[e] > EXPERT_DEV and score[e] > EXPERT_RATIO * base
+            if beyond and mine.sum() < 2 and others.size and float(np.max(others)) > ROUNDING_FLOOR:
+                # one cell is a pattern only against an otherwise exact backend; where the other experts
+                # deviate too (the backend's own numerics), a lone cell is judged by the cell rule
+                beyond = score[e] > DEV_GARBAGE
             cell_limit = EXPERT_DEV / 2
         if beyond and mine.any() and np.mean(~(near[mine] <= cell_limit)) >= EXPERT_CONSISTENT:
             out.append(int(e))
@@ -304,6 +309,10 @@ def judge(report, env) -> Judgement:
     tok = report.token_dev
     if tok is not None:
         tband = getattr(report, "token_band", None) if _w4a4(report) else None
+        if tband is not None and report.cells is not None:
+            # like a cell's band (at least its expert's pooled one): at least the smallest pooled band of the
+            # token's experts, so a token whose own W4A4 rounding happened to be exact is not a pin-prick band
+            tband = np.maximum(tband, np.min(report.expert_band[report.cells.ids], axis=1))
         far_main = _beyond_band(tok.dev, tband) if _w4a4(report) else _beyond(tok.dev, tok.dev_alt)
         far_t = far_main | tok.bad | tok.zero
         if far_t.any():
