@@ -374,3 +374,18 @@ def test_a_lone_cell_of_a_backend_with_its_own_numerics_is_no_systematic_expert(
     rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
     assert rep.verdict == Verdict.DEGRADED and not rep.flagged_experts, rep.reasons
     assert "weight-format mismatch" in rep.reasons[0]
+
+
+def test_a_shared_bug_invisible_on_a_lightly_loaded_expert_is_still_shared():
+    """A fourth hunt (seeds from 11000000) drew gate/up swapped in every expert where expert 6 (2 tokens,
+    small pre-activations) changed by 0.019 only: not every expert was beyond the shared limit, so the bug
+    was pinned on the 5 experts with far cells. Shared now needs the experts beyond the limit to hold
+    >= 95% of the routed cells (here 94 of 96)."""
+    from sm120lab.moe.faults import SwappedGateUp, judge_fault
+    from sm120lab.moe.verdict import EXPERT_DEV, pooled_deviation
+
+    prob = problem_of("tiny", "zipf", 11000021, "cpu")
+    fault = SwappedGateUp()
+    rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
+    assert rep.shared and judge_fault(fault, prob, rep).exact, (rep.flagged_experts, rep.reasons)
+    assert float(pooled_deviation(rep)[6]) < EXPERT_DEV  # the case itself: one expert below the shared limit
