@@ -89,13 +89,15 @@ def _json_target(path: str | None) -> Path | None:
     return target
 
 
-def _write_json(target: Path, payload: dict, args) -> None:
+def _write_json(target: Path, payload: dict, args, env: dict | None = None) -> None:
+    """Write ``payload`` with its command and environment (``env``: one read earlier, e.g. when a sweep
+    started; default: read now)."""
     from sm120lab.atomic_io import write_json_atomic
     from sm120lab.cmdline import command_line
     from sm120lab.envinfo import collect
 
     payload["command"] = command_line("sm120lab", getattr(args, "argv", sys.argv[1:]))
-    payload["env"] = payload.pop("_env_at_start", None) or collect()
+    payload["env"] = env if env is not None else collect()
     try:
         write_json_atomic(target, payload)
     except OSError as exc:
@@ -131,7 +133,7 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
     for f in record["failures"][:10]:
         print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
     if target is not None:
-        _write_json(target, {**record, "_env_at_start": env}, args)
+        _write_json(target, record, args, env)
     return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
 
 
