@@ -2,18 +2,21 @@
 
 Adding a backend is adding ONE file in this folder. The module must import cheaply (import
 torch only; import FlashInfer/vLLM/Triton kernels inside ``run``) and define either
-``BACKEND = <Backend instance>`` or ``BACKENDS = [<Backend>, ...]``. Example::
+``BACKEND = <Backend instance>`` or ``BACKENDS = [<Backend>, ...]``. Each backend class declares
+its metadata once, as one :class:`~sm120lab.moe.backends.base.BackendInfo` record; ``backend.name``,
+``.summary``, ``.numerics``, ``.needs``, ``.out_dtype`` and ``.verified`` read its fields. Example::
 
     # sm120lab/moe/backends/triton_w4a16.py
-    from sm120lab.moe.backends.base import Backend, Needs
+    from sm120lab.moe.backends.base import Backend, BackendInfo, Needs, Numerics
 
     class TritonW4A16(Backend):
-        name = "triton-w4a16"
-        summary = "sm120lab.kernels.fused_moe_nvfp4, mode='w4a16'"
-        needs = Needs(device="cuda", packages=("triton",))
-        out_dtype = torch.bfloat16          # dtype of the buffer the harness hands to run()
-        numerics = "w4a16"                  # "exact" | "w4a16" | "w4a4": which envelope applies
-        verified = True                     # False: real code not yet run on SM120 hardware
+        info = BackendInfo(
+            name="triton-w4a16",                            # the registry key
+            summary="sm120lab.kernels.fused_moe_nvfp4, mode='w4a16'",
+            numerics=Numerics.W4A16,                        # EXACT | W4A16 | W4A4: which envelope applies
+            needs=Needs(device="cuda", packages=("triton",)),  # default: runs anywhere
+            out_dtype=torch.bfloat16,                       # the buffer the harness hands to run() (default)
+            verified=True)                                  # False: real code not yet run on SM120 hardware
 
         def run(self, problem, out):        # problem: sm120lab.moe.MoEProblem; out: [T, H] poisoned
             from sm120lab.kernels import fused_moe_nvfp4
@@ -45,9 +48,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import Backend, Needs
+from .base import Backend, BackendInfo, Needs, Numerics
 
-__all__ = ["Backend", "Needs", "all_backends", "backend_names", "get_backend", "register"]
+__all__ = ["Backend", "BackendInfo", "Needs", "Numerics", "all_backends", "backend_names", "get_backend", "register"]
 
 _REGISTRY: dict[str, Backend] = {}
 _DISCOVERED = False

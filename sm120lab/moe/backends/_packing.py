@@ -86,10 +86,10 @@ class AdapterBackend(Backend):
     ``api`` (an :class:`~sm120lab.moe.backends.api_claim.ApiClaim`) names the package, the versions
     whose signatures ``tests/test_backend_api.py`` binds every call against, and the lowest version
     the adapter runs on. ``skip_reason`` adds the version check to ``needs`` and labels every
-    reason "unverified on SM120 hardware".
+    reason "unverified on SM120 hardware". Each adapter's ``info`` says ``verified=False`` and its
+    summary carries :data:`UNVERIFIED` (``tests/test_backend_api.py`` checks both).
     """
 
-    verified = False
     api = None  # ApiClaim
 
     def skip_reason(self, device) -> str | None:

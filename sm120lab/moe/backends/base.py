@@ -1,12 +1,14 @@
-"""What a MoE backend is: a name, what it needs, and ``run(problem, out)`` (see the package docstring)."""
+"""What a MoE backend is: a :class:`BackendInfo` record and ``run(problem, out)`` (see the package docstring)."""
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 from packaging.version import InvalidVersion, Version
+
+from sm120lab.enums import StrEnum
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
@@ -75,17 +77,88 @@ class Needs:
         return None
 
 
-class Backend:
-    """Base class. Subclasses set the class attributes and implement :meth:`run`."""
+class Numerics(StrEnum):
+    """Which error envelope applies to a backend's output (see ``notes/correctness.md``).
+
+    EXACT: the reference itself; W4A16: NVFP4 weights, 16-bit activations (bf16 rounding only);
+    W4A4: NVFP4 weights and activations, judged against ``emulated-w4a4``.
+    """
+
+    EXACT = "exact"
+    W4A16 = "w4a16"
+    W4A4 = "w4a4"
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """Everything the registry, the harness and the reports read about a backend besides ``run``.
+
+    Args:
+        name: registry key, e.g. ``"triton-w4a16"`` (unique among registered backends).
+        summary: one line: what the backend calls and how far it has been checked.
+        numerics: which error envelope applies (a :class:`Numerics` or its value).
+        needs: what it needs to run (:class:`Needs`); the default runs anywhere.
+        out_dtype: dtype of the output buffer the harness hands to ``run``.
+        verified: False for real code not yet run on the hardware it targets (SM100/SM120).
+    """
 
     name: str = ""
     summary: str = ""
+    numerics: Numerics = Numerics.W4A16
     needs: Needs = Needs()
     out_dtype: torch.dtype = torch.bfloat16
-    #: which error envelope applies: "exact" (the reference), "w4a16" (16-bit activations), "w4a4"
-    numerics: str = "w4a16"
-    #: False for real code that has not been run on the hardware it targets (SM100/SM120)
     verified: bool = True
+
+    def __post_init__(self) -> None:
+        if self.numerics not in tuple(Numerics):
+            raise ValueError(f"BackendInfo.numerics must be one of {[str(n) for n in Numerics]}, got {self.numerics!r}")
+        object.__setattr__(self, "numerics", Numerics(self.numerics))
+        if not isinstance(self.needs, Needs):
+            raise TypeError(f"BackendInfo.needs must be a Needs, got {type(self.needs).__name__}")
+        if not isinstance(self.out_dtype, torch.dtype):
+            raise TypeError(f"BackendInfo.out_dtype must be a torch.dtype, got {self.out_dtype!r}")
+
+
+#: the attributes of a backend that are fields of its :class:`BackendInfo`
+INFO_FIELDS = tuple(f.name for f in fields(BackendInfo))
+
+
+class _InfoField:
+    """A :class:`Backend` attribute that reads (and, assigned, replaces) one field of its ``info``."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.field = name
+
+    def __get__(self, backend, owner=None):
+        return getattr((owner if backend is None else backend).info, self.field)
+
+    def __set__(self, backend, value) -> None:
+        backend.info = replace(backend.info, **{self.field: value})
+
+
+class Backend:
+    """Base class. Subclasses declare ``info = BackendInfo(...)`` and implement :meth:`run`.
+
+    ``name``, ``summary``, ``numerics``, ``needs``, ``out_dtype`` and ``verified`` read the fields of
+    ``info``. A subclass may also set any of them as a class attribute (``name = "fault-x"``), and an
+    instance may assign them: either way the field is replaced in ``info``, which stays the one record.
+    """
+
+    info: BackendInfo = BackendInfo()
+    name = _InfoField()
+    summary = _InfoField()
+    numerics = _InfoField()
+    needs = _InfoField()
+    out_dtype = _InfoField()
+    verified = _InfoField()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {f: cls.__dict__[f] for f in INFO_FIELDS if f in cls.__dict__}
+        if declared:
+            cls.info = replace(cls.info, **declared)
+            for f in declared:
+                delattr(cls, f)
 
     def skip_reason(self, device) -> str | None:
         return self.needs.skip_reason(device)
@@ -96,10 +169,6 @@ class Backend:
 
     def run(self, problem, out: torch.Tensor) -> dict | None:  # pragma: no cover - interface
         raise NotImplementedError
-
-    def info(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "needs": self.needs.describe(),
-                "numerics": self.numerics, "verified": self.verified}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Backend, Needs
+from .base import Backend, BackendInfo, Numerics
 
 
 def nvfp4_round_trip(x: torch.Tensor, gscale: torch.Tensor) -> torch.Tensor:
@@ -23,11 +23,8 @@ def nvfp4_round_trip(x: torch.Tensor, gscale: torch.Tensor) -> torch.Tensor:
 
 
 class EmulatedW4A4(Backend):
-    name = "emulated-w4a4"
-    summary = "NVFP4 activations (static a1/a2 global scales) x NVFP4 weights, exact fp32 math"
-    needs = Needs()
-    out_dtype = torch.float32
-    numerics = "w4a4"
+    info = BackendInfo("emulated-w4a4", "NVFP4 activations (static a1/a2 global scales) x NVFP4 weights, exact fp32 math",
+                       Numerics.W4A4, out_dtype=torch.float32)
 
     def run(self, problem, out):
         from sm120lab.moe.grouping import grouped_moe_forward

@@ -28,7 +28,8 @@ import torch
 
 from ._packing import UNVERIFIED
 from .api_claim import ApiClaim
-from .flashinfer_sm12x import _COMMON_CALLS, FlashInferSM12x
+from .base import BackendInfo, Numerics
+from .flashinfer_sm12x import _COMMON_CALLS, SM12X_NEEDS, FlashInferSM12x
 
 
 def check_shape(cfg) -> None:
@@ -74,19 +75,16 @@ def _claim(config: str, facts: tuple[str, ...]) -> ApiClaim:
 
 
 class FlashInferB12xW4A4(FlashInferB12x):
-    name = "flashinfer-b12x-w4a4"
-    summary = f"FlashInfer 0.7 b12x NVFP4 runner (CuTe DSL, W4A4, weights requantized from bf16; {UNVERIFIED})"
-    numerics = "w4a4"
-    w4a4 = True
+    info = BackendInfo("flashinfer-b12x-w4a4",
+                       f"FlashInfer 0.7 b12x NVFP4 runner (CuTe DSL, W4A4, weights requantized from bf16; {UNVERIFIED})",
+                       Numerics.W4A4, SM12X_NEEDS, verified=False)
     api = _claim("B12xNvfp4Config", ("fi.b12x.backend_key", "fi.b12x.bf16_weights", "fi.b12x.requantized_global_one",
                                      "fi.b12x.dims_16"))
 
 
 class FlashInferB12xW4A16(FlashInferB12x):
-    name = "flashinfer-b12x-w4a16"
-    summary = f"FlashInfer 0.7 b12x W4A16 runner (CuTe DSL; {UNVERIFIED})"
-    numerics = "w4a16"
-    w4a4 = False
+    info = BackendInfo("flashinfer-b12x-w4a16", f"FlashInfer 0.7 b12x W4A16 runner (CuTe DSL; {UNVERIFIED})",
+                       Numerics.W4A16, SM12X_NEEDS, verified=False)
     api = _claim("B12xW4A16Config", ("fi.b12x.backend_key_w4a16", "fi.b12x.w4a16_swizzled_scales",
                                      "fi.b12x.w4a16_modelopt_global", "fi.b12x.w4a16_w13_is_up_gate"))
 

@@ -29,7 +29,7 @@ import torch
 
 from ._packing import UNVERIFIED, AdapterBackend
 from .api_claim import ApiClaim
-from .base import Needs, _version_tuple
+from .base import BackendInfo, Needs, Numerics, _version_tuple
 
 
 def pack_cutlass_fused_moe_nvfp4(problem) -> dict:
@@ -69,11 +69,10 @@ def version_kwargs(version: str | None) -> dict:
 
 
 class FlashInferCutlass(AdapterBackend):
-    name = "flashinfer-cutlass"
-    summary = f"flashinfer.fused_moe.cutlass_fused_moe, NVFP4 W4A4, FlashInfer 0.6.x/0.7.x ({UNVERIFIED})"
-    needs = Needs(device="cuda", capabilities=(10, 11, 12), packages=("flashinfer",), min_cuda="12.8")
-    out_dtype = torch.bfloat16
-    numerics = "w4a4"
+    info = BackendInfo("flashinfer-cutlass",
+                       f"flashinfer.fused_moe.cutlass_fused_moe, NVFP4 W4A4, FlashInfer 0.6.x/0.7.x ({UNVERIFIED})",
+                       Numerics.W4A4, Needs(device="cuda", capabilities=(10, 11, 12), packages=("flashinfer",),
+                                            min_cuda="12.8"), verified=False)
     api = ApiClaim(
         dist="flashinfer-python", checked=("0.6.5", "0.7.4"), minimum="0.6.0",
         calls=("flashinfer.fused_moe:cutlass_fused_moe",),

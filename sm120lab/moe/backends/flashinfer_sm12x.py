@@ -27,7 +27,7 @@ import torch
 
 from ._packing import UNVERIFIED, AdapterBackend
 from .api_claim import ApiClaim
-from .base import Needs
+from .base import BackendInfo, Needs, Numerics
 
 _COMMON_CALLS = tuple(f"flashinfer.fused_moe:{n}" for n in (
     "MoEWeightPack", "MoEWeightPack.prepare_for", "MoEActivationPack", "MoEConfig", "RoutingConfig", "QuantConfig",
@@ -41,10 +41,16 @@ def check_shape(cfg) -> None:
                          f"== 0; this problem has H={cfg.H}, I={cfg.I} (choose another preset)")
 
 
+#: what FlashInfer's SM12x and b12x runners need: SM120/SM121, CUDA >= 13, FlashInfer with its CuTe DSL
+SM12X_NEEDS = Needs(device="cuda", capabilities=(12,), packages=("flashinfer", "cutlass"), min_cuda="13.0")
+
+
 class FlashInferSM12x(AdapterBackend):
-    needs = Needs(device="cuda", capabilities=(12,), packages=("flashinfer", "cutlass"), min_cuda="13.0")
-    out_dtype = torch.bfloat16
-    w4a4 = True
+    """One ``MoELayer`` runner; W4A4 (NVFP4 activations) or W4A16 (bf16) as its ``numerics`` says."""
+
+    @property
+    def w4a4(self) -> bool:
+        return self.numerics is Numerics.W4A4
 
     def run(self, problem, out):
         cls, key, view = self.prepare(problem)
@@ -116,18 +122,15 @@ def _claim(config: str) -> ApiClaim:
 
 
 class FlashInferSM12xW4A4(FlashInferSM12x):
-    name = "flashinfer-sm12x-w4a4"
-    summary = f"FlashInfer 0.7 SM12xNvfp4 runner (CuTe DSL, W4A4; {UNVERIFIED})"
-    numerics = "w4a4"
-    w4a4 = True
+    info = BackendInfo("flashinfer-sm12x-w4a4", f"FlashInfer 0.7 SM12xNvfp4 runner (CuTe DSL, W4A4; {UNVERIFIED})",
+                       Numerics.W4A4, SM12X_NEEDS, verified=False)
     api = _claim("SM12xNvfp4Config")
 
 
 class FlashInferSM12xW4A16(FlashInferSM12x):
-    name = "flashinfer-sm12x-w4a16"
-    summary = f"FlashInfer 0.7 SM12xNvfp4Bf16 runner (CuTe DSL, W4A16; {UNVERIFIED})"
-    numerics = "w4a16"
-    w4a4 = False
+    info = BackendInfo("flashinfer-sm12x-w4a16",
+                       f"FlashInfer 0.7 SM12xNvfp4Bf16 runner (CuTe DSL, W4A16; {UNVERIFIED})",
+                       Numerics.W4A16, SM12X_NEEDS, verified=False)
     api = _claim("SM12xNvfp4Bf16Config")
 
 

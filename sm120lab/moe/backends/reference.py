@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from .base import Backend, Needs
+from .base import Backend, BackendInfo, Numerics
 
 
 class ReferenceBackend(Backend):
-    name = "reference"
-    summary = "dequantized weights, fp64 (CPU) / fp32 (GPU), per-expert loop"
-    needs = Needs()
-    out_dtype = torch.float64
-    numerics = "exact"
+    info = BackendInfo("reference", "dequantized weights, fp64 (CPU) / fp32 (GPU), per-expert loop", Numerics.EXACT,
+                       out_dtype=torch.float64)
 
     def output_dtype(self, device) -> torch.dtype:
         return torch.float64 if torch.device(device).type == "cpu" else torch.float32

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Backend, Needs
+from .base import Backend, BackendInfo, Numerics
 
 _CACHE: dict = {}
 
@@ -40,11 +40,8 @@ def _use_grouped_mm(device: torch.device) -> bool:
 
 
 class TorchBF16(Backend):
-    name = "torch-bf16"
-    summary = "bf16 dequantized weights; torch._grouped_mm on SM90+, per-expert loop otherwise"
-    needs = Needs()
-    out_dtype = torch.bfloat16
-    numerics = "w4a16"
+    info = BackendInfo("torch-bf16", "bf16 dequantized weights; torch._grouped_mm on SM90+, per-expert loop otherwise",
+                       Numerics.W4A16)
 
     def run(self, problem, out):
         from sm120lab.moe.grouping import group_by_expert

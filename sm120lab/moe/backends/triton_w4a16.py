@@ -11,19 +11,16 @@ data/triton_aot/).
 
 from __future__ import annotations
 
-import torch
+from .base import Backend, BackendInfo, Needs, Numerics
 
-from .base import Backend, Needs
+#: what sm120lab's own Triton MoE kernels need (both ``triton-*`` backends)
+TRITON_NEEDS = Needs(device="cuda", packages=("triton",), min_capability=(8, 0))
 
 
 class TritonW4A16(Backend):
-    name = "triton-w4a16"
-    summary = ("sm120lab.kernels.fused_moe_packed (prepared NVFP4 weights; Triton decode kernel or grouped GEMM, "
-               "bf16 activations; checked on H200, unverified on SM120 hardware)")
-    needs = Needs(device="cuda", packages=("triton",), min_capability=(8, 0))
-    out_dtype = torch.bfloat16
-    numerics = "w4a16"
-    verified = False  # run on SM90 (H200) only; unverified on SM120 hardware
+    info = BackendInfo("triton-w4a16", "sm120lab.kernels.fused_moe_packed (prepared NVFP4 weights; Triton decode "
+                       "kernel or grouped GEMM, bf16 activations; checked on H200, unverified on SM120 hardware)",
+                       Numerics.W4A16, TRITON_NEEDS, verified=False)  # run on SM90 (H200) only
 
     def run(self, problem, out):
         from sm120lab.kernels.moe_layer import fused_moe_packed

@@ -9,19 +9,14 @@ and exact in-kernel dequantization elsewhere (verified on an H200 against ``emul
 
 from __future__ import annotations
 
-import torch
-
-from .base import Backend, Needs
+from .base import Backend, BackendInfo, Numerics
+from .triton_w4a16 import TRITON_NEEDS
 
 
 class TritonW4A4(Backend):
-    name = "triton-w4a4"
-    summary = ("sm120lab.kernels.fused_moe_nvfp4 mode=w4a4 (dot_scaled NVFP4 on SM100/SM120: unverified on SM120 "
-               "hardware; exact dequant elsewhere)")
-    needs = Needs(device="cuda", packages=("triton",), min_capability=(8, 0))
-    out_dtype = torch.bfloat16
-    numerics = "w4a4"
-    verified = False  # the native dot_scaled path has never run on SM120 hardware
+    info = BackendInfo("triton-w4a4", "sm120lab.kernels.fused_moe_nvfp4 mode=w4a4 (dot_scaled NVFP4 on SM100/SM120: "
+                       "unverified on SM120 hardware; exact dequant elsewhere)",
+                       Numerics.W4A4, TRITON_NEEDS, verified=False)  # native dot_scaled never run on SM120
 
     def run(self, problem, out):
         from sm120lab.kernels import fused_moe_nvfp4, native_fp4_supported

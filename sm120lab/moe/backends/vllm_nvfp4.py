@@ -31,7 +31,7 @@ import torch
 
 from ._packing import UNVERIFIED, AdapterBackend
 from .api_claim import ApiClaim
-from .base import Needs
+from .base import BackendInfo, Needs, Numerics
 
 _VM = "vllm.model_executor.layers"
 _CUTLASS_MODULES = (f"{_VM}.fused_moe.experts.cutlass_moe", f"{_VM}.fused_moe.cutlass_moe")
@@ -51,18 +51,18 @@ def first_importable(modules: tuple[str, ...], name: str):
     raise ImportError(f"{name} not found in this vLLM; tried " + "; ".join(errors))
 
 
+def _claim(calls: tuple, facts: tuple[str, ...]) -> ApiClaim:
+    """A vLLM adapter's claim: ``calls`` and ``facts`` checked against the 0.17.0 and 0.34.0 wheels."""
+    return ApiClaim(dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0", calls=calls, facts=facts)
+
+
 class VllmCutlassFp4(AdapterBackend):
-    name = "vllm-cutlass-fp4"
-    summary = f"vLLM run_cutlass_moe_fp4 (CUTLASS grouped NVFP4 W4A4; {UNVERIFIED})"
-    needs = Needs(device="cuda", capabilities=(10, 12), packages=("vllm",))
-    out_dtype = torch.bfloat16
-    numerics = "w4a4"
-    api = ApiClaim(
-        dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0",
-        calls=(tuple(f"{m}:run_cutlass_moe_fp4" for m in _CUTLASS_MODULES), f"{_VM}.fused_moe.activation:MoEActivation"),
-        facts=("vllm.cutlass.uint8_weights", "vllm.cutlass.a_gscale_per_expert", "vllm.cutlass.input_dtype",
-               "vllm.cutlass.workspace_shapes", "vllm.cutlass.scales_swizzled", "vllm.cutlass.w13_gate_up",
-               "vllm.cutlass.alphas"))
+    info = BackendInfo("vllm-cutlass-fp4", f"vLLM run_cutlass_moe_fp4 (CUTLASS grouped NVFP4 W4A4; {UNVERIFIED})",
+                       Numerics.W4A4, Needs(device="cuda", capabilities=(10, 12), packages=("vllm",)), verified=False)
+    api = _claim((tuple(f"{m}:run_cutlass_moe_fp4" for m in _CUTLASS_MODULES), f"{_VM}.fused_moe.activation:MoEActivation"),
+                 ("vllm.cutlass.uint8_weights", "vllm.cutlass.a_gscale_per_expert", "vllm.cutlass.input_dtype",
+                  "vllm.cutlass.workspace_shapes", "vllm.cutlass.scales_swizzled", "vllm.cutlass.w13_gate_up",
+                  "vllm.cutlass.alphas"))
 
     def run(self, problem, out):
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
@@ -99,18 +99,13 @@ def marlin_layer(problem) -> SimpleNamespace:
 
 
 class VllmMarlin(AdapterBackend):
-    name = "vllm-marlin"
-    summary = f"vLLM fused_marlin_moe, NVFP4 weights x bf16 activations ({UNVERIFIED})"
-    needs = Needs(device="cuda", min_capability=(8, 0), packages=("vllm",))
-    out_dtype = torch.bfloat16
-    numerics = "w4a16"
-    api = ApiClaim(
-        dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0",
-        calls=(f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
-               tuple(f"{m}:fused_marlin_moe" for m in _MARLIN_MODULES), f"{_VM}.fused_moe.activation:MoEActivation",
-               "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
-        facts=("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2",
-               "vllm.marlin.experts_global_scale1", "vllm.marlin.topk_weights_fp32"))
+    info = BackendInfo("vllm-marlin", f"vLLM fused_marlin_moe, NVFP4 weights x bf16 activations ({UNVERIFIED})",
+                       Numerics.W4A16, Needs(device="cuda", min_capability=(8, 0), packages=("vllm",)), verified=False)
+    api = _claim((f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
+                  tuple(f"{m}:fused_marlin_moe" for m in _MARLIN_MODULES), f"{_VM}.fused_moe.activation:MoEActivation",
+                  "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
+                 ("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2",
+                  "vllm.marlin.experts_global_scale1", "vllm.marlin.topk_weights_fp32"))
 
     def run(self, problem, out):
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
