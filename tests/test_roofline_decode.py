@@ -18,6 +18,7 @@ from sm120lab.roofline import (
     tok_s_from_moe_layer_us,
 )
 from sm120lab.roofline.formats import bytes_per_param
+from sm120lab.roofline.models import Attention, GatedDeltaNet
 from sm120lab.roofline.routing import expected_distinct_uniform
 
 # A toy model small enough to add up by hand:
@@ -25,7 +26,7 @@ from sm120lab.roofline.routing import expected_distinct_uniform
 # vocab 16, one shared expert of I=4.
 TOY = ModelConfig(name="toy", hidden=8, moe_intermediate=4, n_experts=4, top_k=2, n_layers=2,
                   vocab=16, n_shared_experts=1, shared_intermediate=4, n_full_attn_layers=2,
-                  n_q_heads=2, n_kv_heads=1, head_dim=4)
+                  attention=Attention(q_heads=2, kv_heads=1, head_dim=4))
 BF16 = Precision(experts="bf16", shared="bf16", attention="bf16", linear_attention="bf16",
                  router="bf16", lm_head="bf16", kv_cache="bf16", activation="bf16")
 
@@ -86,7 +87,7 @@ def test_sliding_window_caps_kv_reads():
     m = get_model("gpt-oss-120b")
     p = precision_plan("experts-only", "mxfp4", activation="bf16", kv_cache="bf16")
     short, long = step_cost(m, p, 1, 100), step_cost(m, p, 1, 100_000)
-    per_tok = 2 * m.n_kv_heads * m.head_dim * 2
+    per_tok = 2 * m.attention.kv_heads * m.attention.head_dim * 2
     assert short.bytes["kv_cache"] == 36 * 100 * per_tok
     assert long.bytes["kv_cache"] == (18 * 100_000 + 18 * 128) * per_tok
 
@@ -223,6 +224,21 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="n_layers"):
         ModelConfig(name="x", hidden=8, moe_intermediate=4, n_experts=4, top_k=2, n_layers=3, vocab=8,
                     n_full_attn_layers=2)
+
+
+def test_each_layer_kind_needs_its_shape_and_owns_its_formulas():
+    small = dict(name="x", hidden=8, moe_intermediate=4, n_experts=4, top_k=2, n_layers=2, vocab=8)
+    with pytest.raises(ValueError, match="2 softmax attention layers need every head count and size"):
+        ModelConfig(**small, n_full_attn_layers=2, attention=Attention(q_heads=2, head_dim=4))
+    with pytest.raises(ValueError, match="1 Gated DeltaNet layers need every head count and size"):
+        ModelConfig(**small, n_full_attn_layers=1, attention=Attention(2, 1, 4), n_linear_attn_layers=1,
+                    linear=GatedDeltaNet(qk_heads=1, v_heads=2, qk_head_dim=4, v_head_dim=4))  # no conv kernel
+    m = get_model("qwen3.5-397b-a17b")
+    assert (m.n_full_attn_layers, m.n_linear_attn_layers) == (15, 45)  # 15 x (3 GDN + 1 attention)
+    assert m.linear.state_values == 64 * 128 * 128
+    assert m.linear.conv_state_values == (2 * 16 * 128 + 64 * 128) * (4 - 1)
+    assert m.attention.kv_values_per_token == 2 * 2 * 256
+    assert get_model("qwen3-235b-a22b").linear == GatedDeltaNet() and GatedDeltaNet().params(4096) == 0
 
 
 def test_fits_counts_the_kv_cache_and_activations_not_only_weights():

@@ -87,8 +87,9 @@ def _check_parallel(tp: int, pp: int, model: ModelConfig) -> None:
         raise ValueError(f"pp={pp} exceeds the model's {model.n_layers} layers")
     # vLLM shards attention heads across TP ranks and requires the head counts to divide evenly
     # (query heads; linear-attention heads likewise); KV heads replicate past n_kv_heads.
-    for what, heads in (("attention heads", model.n_q_heads), ("linear-attention value heads", model.linear_v_heads),
-                        ("linear-attention key heads", model.linear_qk_heads)):
+    for what, heads in (("attention heads", model.attention.q_heads),
+                        ("linear-attention value heads", model.linear.v_heads),
+                        ("linear-attention key heads", model.linear.qk_heads)):
         if heads and (tp > heads or heads % tp):
             raise ValueError(f"tp={tp} does not divide the model's {heads} {what} (tensor parallelism shards "
                              f"heads evenly; use a divisor of {heads})")
@@ -109,7 +110,8 @@ def resident_weight_bytes(model: ModelConfig, precision: Precision) -> float:
 
 def _kv_share(model: ModelConfig, tp: int) -> float:
     """Fraction of the KV heads one TP rank holds: max(n_kv/TP, 1) / n_kv (heads replicate past n_kv)."""
-    return max(model.n_kv_heads / tp, 1.0) / model.n_kv_heads if model.n_kv_heads else 0.0
+    kv = model.attention.kv_heads
+    return max(kv / tp, 1.0) / kv if kv else 0.0
 
 
 def resident_bytes_per_gpu(model: ModelConfig, precision: Precision, *, tp: int = 1, pp: int = 1,

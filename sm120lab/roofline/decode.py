@@ -133,9 +133,7 @@ def step_cost(model: ModelConfig, precision: Precision, batch: float, context: i
     if not 0 <= D <= m.n_experts + 1e-9:
         raise ValueError(f"distinct experts must be in [0, E={m.n_experts}], got {D}")
     bp = bytes_per_param
-    kv_vals = 2 * m.n_kv_heads * m.head_dim * _kv_tokens(m, C)
-    conv_state = (2 * m.linear_qk_heads * m.linear_qk_head_dim
-                  + m.linear_v_heads * m.linear_v_head_dim) * max(m.linear_conv_kernel - 1, 0)
+    kv_vals = m.attention.kv_values_per_token * _kv_tokens(m, C)
     by = {
         "routed_experts": L * D * m.expert_params * bp(p.experts),
         "shared_expert": L * m.shared_params_per_layer * bp(p.shared),
@@ -145,8 +143,8 @@ def step_cost(model: ModelConfig, precision: Precision, batch: float, context: i
         "lm_head": m.lm_head_params * bp(p.lm_head),
         "embedding": B * H * 2.0,
         "kv_cache": B * kv_vals * bp(p.kv_cache),
-        "linear_state": B * m.n_linear_attn_layers * (2.0 * m.linear_state_values * p.linear_state_bytes
-                                                      + 2.0 * conv_state * 2),
+        "linear_state": B * m.n_linear_attn_layers * (2.0 * m.linear.state_values * p.linear_state_bytes
+                                                      + 2.0 * m.linear.conv_state_values * 2),
     }
     fl = {
         "routed_experts": 2.0 * B * m.top_k * m.expert_params * L,
@@ -156,7 +154,7 @@ def step_cost(model: ModelConfig, precision: Precision, batch: float, context: i
         "linear_attention": 2.0 * B * m.n_linear_attn_layers * m.linear_attn_params_per_layer,
         "lm_head": 2.0 * B * m.lm_head_params,
         "embedding": 0.0,
-        "kv_cache": B * 4.0 * m.n_q_heads * m.head_dim * _kv_tokens(m, C),
-        "linear_state": B * m.n_linear_attn_layers * 7.0 * m.linear_state_values,
+        "kv_cache": B * 4.0 * m.attention.q_heads * m.attention.head_dim * _kv_tokens(m, C),
+        "linear_state": B * m.n_linear_attn_layers * 7.0 * m.linear.state_values,
     }
     return StepCost(batch=B, context=C, distinct_experts=D, bytes=by, flops=fl)
