@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 from packaging.version import InvalidVersion, Version
 
-from sm120lab.enums import StrEnum
+from sm120lab.nvfp4 import Numerics
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
@@ -77,18 +77,6 @@ class Needs:
         return None
 
 
-class Numerics(StrEnum):
-    """Which error envelope applies to a backend's output (see ``notes/correctness.md``).
-
-    EXACT: the reference itself; W4A16: NVFP4 weights, 16-bit activations (bf16 rounding only);
-    W4A4: NVFP4 weights and activations, judged against ``emulated-w4a4``.
-    """
-
-    EXACT = "exact"
-    W4A16 = "w4a16"
-    W4A4 = "w4a4"
-
-
 @dataclass(frozen=True)
 class BackendInfo:
     """Everything the registry, the harness and the reports read about a backend besides ``run``.
@@ -96,7 +84,7 @@ class BackendInfo:
     Args:
         name: registry key, e.g. ``"triton-w4a16"`` (unique among registered backends).
         summary: one line: what the backend calls and how far it has been checked.
-        numerics: which error envelope applies (a :class:`Numerics` or its value).
+        numerics: which error envelope applies (a :class:`sm120lab.nvfp4.Numerics` or its value).
         needs: what it needs to run (:class:`Needs`); the default runs anywhere.
         out_dtype: dtype of the output buffer the harness hands to ``run``.
         verified: False for real code not yet run on the hardware it targets (SM100/SM120).
