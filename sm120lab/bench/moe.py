@@ -307,6 +307,7 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     from .contenders import make_moe, make_sort, make_w13
     from .moe_problem import make_bench_layer, uniform_routing
     from .peer import PEER, mxfp4_bytes_per_expert, peer_moe
+    from .profile import kernel_breakdown
     from .timing import time_eager, time_graph
 
     if not torch.cuda.is_available():
@@ -389,6 +390,17 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
         if fns is None:
             return None
         return guarded(f"T={t} {what}", lambda: time_graph(fns) if graph else time_eager(fns))
+
+    def profiled(contender, t, maker, timing):
+        """The layer's kernels one by one (:mod:`.profile`) next to its timed median, in ``doc["profile"]``."""
+        fn = guarded(f"T={t} {contender} profile setup", lambda: maker(*routes(t)[0]))
+        prof = None if fn is None else guarded(f"T={t} {contender} profile", lambda: kernel_breakdown(fn))
+        if prof is not None:
+            prof.update(timed_us=timing["us_median"], timing=timing["timing"],
+                        gap_us=timing["us_median"] - prof["kernel_us"])
+            doc.setdefault("profile", {}).setdefault(str(t), {})[contender] = prof
+            top = ", ".join(f"{k['kernel'][:40]} {k['us_per_layer']:.1f}" for k in prof["kernels"][:4])
+            log(f"T={t} {contender} profile: kernels {prof['kernel_us']:.1f} us of {timing['us_median']:.1f}: {top}")
 
     def tune_t(t: int) -> None:
         """Greedy sweep of the plan's candidate groups at T; the winner goes into the table."""
@@ -499,6 +511,8 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                     if r:
                         record(name, "moe", r, nv_moe, x_own_floor=r["us_median"] / floor_us["moe"], format="nvfp4",
                                **ours_extra)
+                        if graph:
+                            profiled(name, t, mk, r)
                 r = timed(f"{name} w13", t, lambda *a, name=name: make_w13(name, layer, *a, packed=packed, plan=plan)
                           ) if t <= 64 else None
                 if r:
@@ -517,6 +531,7 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                 if r is None:  # not capturable in a CUDA graph: eager, said so in the row
                     r = timed(f"{name} moe eager", t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)), False)
                 if r:
+                    profiled(name, t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)), r)
                     own = mxfp4_bytes_per_expert(cfg.H, cfg.I) * n_active
                     record(name, "moe", r, own, x_own_floor=r["us_median"] / (own / (ceil["copy_GBps"] * 1e3)),
                            format="mxfp4")

@@ -22,11 +22,11 @@ from the Python path (the Triton repository's ``python/triton_kernels`` of commi
 ``2760a7e0ef6e202c9b5e526a2ca6d0959a22c5d4``, 2025-11-21, the last before the ``matmul`` refactor, which
 matches the Triton 3.6 API; notes/triton_kernels.md says how to get it).
 
-Status (H200, 2026-12-03): not measured. The first composition (routing through ``topk(..., y_indx=ids)``)
-failed its check: rel. error 0.91 / 0.64 against :func:`peer_reference` at gpt-oss (T = 4, 64), a
-``tl.arange`` compile error for k = 10 (Qwen), an illegal address for k = 8 (data/bench/aux/
-moe_h200_2026-12-03_peer-attempt_*). The routing above replaced it afterwards, checked only under the
-CPU interpreter; the benchmark times the peer only after its check passes.
+Status (H200, 2026-12-03): measured at every preset and T (``data/bench/``, contender ``oai-matmul-ogs-mxfp4``).
+Every step of the composition matches torch on the same MXFP4 values (rel. error 1.6e-3 per GEMM, 2.7e-3 to
+3.2e-3 for the layer, Hopper and strided layouts, k = 4 and 10: ``data/bench/aux/peer_probe_h200_2026-12-03.jsonl``
+from ``scripts/peer_probe.py``). An earlier composition (routing through the package's ``topk``) failed that
+check (data/bench/aux/moe_h200_2026-12-03_peer-attempt_*).
 """
 
 from __future__ import annotations
@@ -76,9 +76,11 @@ class PeerWeights:
     ref2: tuple
 
 
-def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16, device="cuda") -> PeerWeights:
+def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16, device="cuda",
+                      strided: bool = False) -> PeerWeights:
     """Random MXFP4 expert weights (bf16 N(0, 0.02^2) quantized by ``downcast_to_mxfp`` along K), then the
-    Hopper value/scale layouts (``make_default_matmul_mxfp4_w_layout`` / ``..._scale_layout``)."""
+    Hopper value/scale layouts (``make_default_matmul_mxfp4_w_layout`` / ``..._scale_layout``), or the plain
+    strided layout where ``strided`` (the layout check of ``scripts/peer_probe.py``)."""
     from triton_kernels.numerics_details.mxfp import downcast_to_mxfp
     from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
     from triton_kernels.tensor_details import layout
@@ -104,6 +106,9 @@ def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16,
     q1, s1 = quant(h, 2 * inter)
     q2, s2 = quant(inter, h)
 
+    if strided:
+        vl, vl_opts, sl, sl_opts = layout.StridedLayout, {}, layout.StridedLayout, {}
+
     def lay(q, s):
         return (convert_layout(wrap_torch_tensor(q, dtype=FP4), vl, **vl_opts),
                 convert_layout(wrap_torch_tensor(s), sl, **sl_opts))
@@ -116,30 +121,23 @@ def make_peer_weights(e: int, h: int, inter: int, *, seed: int, chunk: int = 16,
 def _routing(pw: PeerWeights, ids: torch.Tensor, tw: torch.Tensor):
     """(RoutingData, GatherIndx, ScatterIndx) from the router's top-k ids and weights (module docstring, step 1).
 
-    The bitmatrix (bit e of row t set when t routes to e; words in the transposed layout topk writes) is
-    built with torch ops; its metadata (expert histogram, slots in expert order ``col``, the inverse ``row``)
-    by the package's ``make_bitmatrix_metadata`` where k is a power of two (its kernels need one), else by
-    the same definition in torch (a stable argsort of the flat ids, ``bincount``). Under the CPU interpreter
-    the two agree exactly for unsorted and sorted ids (k = 4, 8)."""
+    With ``flat = ids.reshape(-1)`` (slot ``s = t * k + j``): ``col = argsort(flat, stable)`` (slot of each
+    expert-ordered row: the gather source and scatter destination), ``row = argsort(col)`` (its inverse),
+    ``col_sum[e]`` = slots routed to ``e`` (a scatter-add, no host sync, so the layer can be captured in a
+    CUDA graph at any k), the ragged metadata from the package's ``make_ragged_tensor_metadata`` and the
+    gate scales in expert order ``tw.flat[col]``. The same definition as the package's bitmatrix metadata
+    (equal under the CPU interpreter for k = 4, 8; on the H200 every step matches torch,
+    ``scripts/peer_probe.py``), in torch ops, for any k (the package's ``topk`` and bitmatrix kernels need a
+    power-of-two k)."""
     from triton_kernels.matmul_ogs import GatherIndx, RoutingData, ScatterIndx
-    from triton_kernels.tensor import BIT, Bitmatrix
-    from triton_kernels.tensor_details.bitmatrix import make_bitmatrix_metadata
     from triton_kernels.tensor_details.ragged_tensor import make_ragged_tensor_metadata
 
     t, k = ids.shape
     flat = ids.reshape(-1).long()
-    if k & (k - 1) == 0:
-        words = (pw.E + 31) // 32
-        buf = torch.zeros(words, (t + 31) // 32 * 32, dtype=torch.int64, device=ids.device)
-        tok = torch.arange(t, device=ids.device).repeat_interleave(k)
-        buf.index_put_((flat // 32, tok), torch.ones_like(flat) << (flat % 32), accumulate=True)
-        bm = Bitmatrix(buf.to(torch.uint32).transpose(0, 1)[:t], dtype=BIT, shape=[t, pw.E], shape_max=[t, None])
-        meta = make_bitmatrix_metadata(ids.to(torch.int16), bm)
-        col_sum, col, row = meta.col_sum, meta.col_sorted_indx, meta.row_sorted_indx
-    else:
-        col = torch.argsort(flat, stable=True).to(torch.int32)
-        row = torch.argsort(col, stable=True).to(torch.int32)
-        col_sum = torch.bincount(flat, minlength=pw.E).to(torch.int32)
+    col = torch.argsort(flat, stable=True).to(torch.int32)
+    row = torch.argsort(col, stable=True).to(torch.int32)
+    col_sum = torch.zeros(pw.E, dtype=torch.int32, device=ids.device).scatter_add_(
+        0, flat, torch.ones_like(flat, dtype=torch.int32))
     ragged = make_ragged_tensor_metadata(col_sum, t * k)
     gate_scal = tw.reshape(-1).to(torch.bfloat16)[col.long()]
     rdata = RoutingData(gate_scal, ragged.slice_sizes, pw.E, k, ragged)

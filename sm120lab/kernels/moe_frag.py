@@ -40,10 +40,9 @@ w2 (``MUL_ROUTING``): multiplies by the slot's routing weight, writes fp32 per s
 Columns (``CG``, the column groups of one program): 0 = one slot per program (every column the same
 activation row; the fewest launches for small T); 1, 2 or 4 = the ``8 * CG`` slots of one block of
 :func:`.moe_sort.moe_sort`, all routed to one expert, so each weight word is read and dequantized once
-for ``CG`` MMAs of 8 slots each. ``CG`` <= 1 runs the fused dequantize-and-MMA asm (one block per
-word), ``CG`` > 1 the split one (dequantize once, then one MMA per group): both forms are kept as
-measured on the H200, because the one-group kernel through the split asm compiles to different SASS
-(``sm120lab dev kernel-aot --same-sass-as`` pins every config's SASS digest; the table records it).
+for ``CG`` MMAs of 8 slots each: the words are dequantized once (one asm block), then one asm block of 4
+MMAs per group (``sm120lab dev kernel-aot --same-sass-as`` pins every config's SASS digest; the table
+records it).
 
 Small T: :func:`moe_w4a16_frag_w2sum_kernel` runs w2 and the sum over a token's k choices in one
 launch (bf16 out).
@@ -86,20 +85,6 @@ def _dequant_word_ptx(q: str, r: tuple[str, str, str, str], t: str) -> str:
             f"lop3.b32 {t}, y, x, {FRAG_R3_SELECT:#x}, 0xE4; and.b32 {r[3]}, {t}, {m};\n")
 
 
-def _fused_asm() -> str:
-    """4 words (``$4..$7``) -> 4 MMAs into ``$0..$3`` (C in ``$20..$23``); scales ``$8`` / ``$12``; B ``$16..$19``."""
-    body = ""
-    for j in range(4):
-        body += _dequant_word_ptx(f"${4 + j}", ("r0", "r1", "r2", "r3"), t="r3")
-        body += ("mul.rn.bf16x2 r0, r0, $8; mul.rn.bf16x2 r2, r2, $8; mul.rn.bf16x2 r1, r1, $12; "
-                 "mul.rn.bf16x2 r3, r3, $12;\n")
-        cin = "$20, $21, $22, $23" if j == 0 else "$0, $1, $2, $3"
-        body += (f"mov.b64 {{b0, b1}}, ${16 + j};\n"
-                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {r0, r1, r2, r3}, "
-                 f"{{b0, b1}}, {{{cin}}};\n")
-    return "\n{\n.reg .b32 r0, r1, r2, r3, x, y, b0, b1;\n" + body + "}\n"
-
-
 def _dequant_asm() -> str:
     """4 words (``$16..$19``) -> register r of word j in ``$(4r + j)``; scales ``$20`` / ``$24``."""
     body = ""
@@ -123,7 +108,6 @@ def _mma4_asm() -> str:
     return "\n{\n.reg .b32 b0, b1;\n" + body + "}\n"
 
 
-_FRAG_MMA_ASM = tl.constexpr(_fused_asm())
 _DEQUANT_ASM = tl.constexpr(_dequant_asm())
 _MMA4_ASM = tl.constexpr(_mma4_asm())
 
@@ -151,10 +135,11 @@ def _frag_scales(sc):
 
 @triton.jit
 def _frag_mma(q, sg, sg8, b, c):
-    """A lane's 4 words (4 consecutive elements): 4 x mma.m16n8k16 into one accumulator. ``c`` holds the C
-    fragment (c0..c3) in its 4 elements; ``sg``/``sg8``: the lane's bf16x2 scales; ``b``: int64 = 4 bf16."""
-    return tl.inline_asm_elementwise(_FRAG_MMA_ASM, "=f,=f,=f,=f," + "r," * 12 + "l,l,l,l,f,f,f,f",
-                                     [q, sg, sg8, b, c], dtype=tl.float32, is_pure=True, pack=4)
+    """A lane's 4 words (4 consecutive elements): dequantized (:func:`_frag_dequant`), then 4 x mma.m16n8k16
+    into one accumulator. ``c`` holds the C fragment (c0..c3) in its 4 elements; ``sg``/``sg8``: the lane's
+    bf16x2 scales; ``b``: int64 = 4 bf16."""
+    r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+    return _frag_mma_regs(r0, r1, r2, r3, b, c)
 
 
 @triton.jit
@@ -246,10 +231,9 @@ def moe_w4a16_frag_kernel(
     of 8 slots (separate 1-D tensors, so every operand of the asm keeps one layout)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
-    expert = tl.load(expert_ptr + pid_m)
+    expert = tl.load(expert_ptr + pid_m).to(tl.int64)
     if expert < 0:
         return
-    expert = expert.to(tl.int64)
     i, j, lane, w, g, t, tile = _frag_lanes(pid_n, up_tiles, FUSE_SILU, TILES, WARPS, OUT_T)
     R: tl.constexpr = TILES * WARPS * 128
     base = pid_m * (8 * CG)
@@ -276,14 +260,9 @@ def moe_w4a16_frag_kernel(
         sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
         kc = k0 + w
         kin = kc < KC
-        if CG <= 1:
-            b = tl.load(a0 + kc * 16, mask=ok0 & kin, other=0)
-            sg, sg8 = _frag_scales(sc)
-            c0 = _frag_mma(q, sg, sg8, b, c0)
-        else:
-            sg, sg8 = _frag_scales(sc)
-            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
+        sg, sg8 = _frag_scales(sc)
+        r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+        c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
         if CG > 1:
             c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
         if CG > 2:
@@ -291,14 +270,9 @@ def moe_w4a16_frag_kernel(
             c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
         q = q_next
         sc = sc_next
-    # the statement order of each form as measured (the SASS digests of sm120lab dev kernel-aot pin it)
-    if CG <= 1:
-        v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), tl.load(alpha_ptr + expert), OUT_T, FUSE_SILU)
-        n, col = _frag_out_index(pid_n, OUT_T)
-    else:
-        alpha = tl.load(alpha_ptr + expert)
-        n, col = _frag_out_index(pid_n, OUT_T)
-        v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), alpha, OUT_T, FUSE_SILU)
+    alpha = tl.load(alpha_ptr + expert)
+    n, col = _frag_out_index(pid_n, OUT_T)
+    v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), alpha, OUT_T, FUSE_SILU)
     _frag_store(v0, out_ptr, topk_w_ptr, slot_ptr, base, 0, n, col, pid_m, N, num_slots, stride_om,
                 MUL_ROUTING, OUT_T, CG)
     if CG > 1:
@@ -331,8 +305,8 @@ def moe_w4a16_frag_w2sum_kernel(
     ITERS = (KC + WARPS - 1) // WARPS
     q_off = tile.to(tl.int64) * (KC * 128) + (i % 128)
     s_off = tile.to(tl.int64) * (KC * 32) + lane
-    a_off = 4 * t + j
     slot0 = tok * TOPK
+    a_tok = a_ptr + slot0.to(tl.int64) * stride_am + (4 * t + j)
     e = tl.load(topk_ids_ptr + slot0).to(tl.int64)
     kc = w
     ok = kc < KC
@@ -349,7 +323,7 @@ def moe_w4a16_frag_w2sum_kernel(
         sc_next = tl.load(s_ptr + e_n * stride_se + s_off + kn * 32, mask=okn, other=0).to(tl.int32)
         jc = it // ITERS
         kc = (it % ITERS) * WARPS + w
-        b = tl.load(a_ptr + (slot0 + jc).to(tl.int64) * stride_am + a_off + kc * 16, mask=kc < KC, other=0)
+        b = tl.load(a_tok + jc * stride_am + kc * 16, mask=kc < KC, other=0)
         sg, sg8 = _frag_scales(sc)
         c = _frag_mma(q, sg, sg8, b, c)
         if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its scale

@@ -112,10 +112,9 @@ def moe_nvfp4_gemm_kernel(
 ):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
-    expert = tl.load(block_expert_ptr + pid_m)
+    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
     if expert < 0:
         return
-    expert = expert.to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slot = tl.load(sorted_ids_ptr + offs_m)
     m_mask = slot < num_slots
