@@ -1,5 +1,5 @@
 """sm120lab.bench.lesson: notebook 07's tables and verdict box, on the recorded H200 run
-(``data/bench/moe_h200_2026-12-03.json``), on hand-made inputs, and (in a fresh process with
+(``data/bench/moe_h200_2026-12-03_qwen3.5-397b-a17b_final.json``, with the peer and a profile), on hand-made inputs, and (in a fresh process with
 Triton's CPU interpreter) on the kernel itself."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from sm120lab.moe import make_moe_problem
 from sm120lab.nvfp4.e2m1 import e2m1_decode
 from sm120lab.paths import data_dir
 
-RUN = json.loads((data_dir() / "bench" / "moe_h200_2026-12-03.json").read_text())
+RUN = json.loads((data_dir() / "bench" / "moe_h200_2026-12-03_qwen3.5-397b-a17b_final.json").read_text())
+OLD_RUN = json.loads((data_dir() / "bench" / "moe_h200_2026-12-03.json").read_text())  # no peer, no profile
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,7 +54,7 @@ def _kernel(rel=3e-3, written=True):
 
 def test_headline_rows_on_the_recorded_run():
     rows = lesson.headline_rows(RUN, _kernel(), round_trip=True, where="CPU interpreter", fragment=False)
-    assert len(rows) == 7 and all(len(r) == 4 for r in rows)
+    assert len(rows) == 8 and all(len(r) == 4 for r in rows)
     assert rows[0][:3] == ("Decode kernel on prepared weights, this machine", "rel. error 3.0e-03 vs fp64", "ok")
     tg = RUN["targets"]
     assert rows[1][2] == ("ok" if RUN["checks_ok"] else "bad")
@@ -64,7 +65,13 @@ def test_headline_rows_on_the_recorded_run():
     assert rows[4][2] == ("ok" if tg["faster_than_fp8_every_T"] else "warn")
     assert rows[5][1] == f"{tg['speedup_vs_bf16_T4096']:.2f}x"
     assert rows[5][3] == f"ours at T=4096: {find_row(RUN, 4096, 'triton-w4a16', 'moe')['path']} path"
-    assert rows[6][2] == "not_run"
+    peer = tg["speedup_vs_peer"]
+    assert peer and rows[6][1] == lesson.per_t_text(peer, "{:.2f}x")
+    assert rows[6][2] == ("ok" if all(v > 1.0 for v in peer.values()) else "bad")
+    assert rows[7][2] == "not_run"
+    # a run without the peer says so instead of judging
+    old = lesson.headline_rows(OLD_RUN, _kernel(), round_trip=True, where="x", fragment=True)
+    assert old[6][1:3] == ("not measured", "not_run")
     # the first row fails on any of: an error at or above 1e-2, an unwritten output, an inexact round trip
     for kernel, trip in ((_kernel(rel=1e-2), True), (_kernel(written=False), True), (_kernel(), False)):
         assert lesson.headline_rows(RUN, kernel, round_trip=trip, where="x", fragment=True)[0][2] == "bad"
@@ -154,3 +161,16 @@ def test_run_packed_and_path_table_under_the_interpreter():
     assert [r["path"] for r in got["table"]] == ["decode", "mma"]
     for r in got["table"]:
         assert r["all written"] and 0 < r["rel. error vs fp64"] < 1e-2  # bf16 output: rounding, never exact
+
+
+def test_profile_table_lists_each_kernel_and_the_gap():
+    tab = lesson.profile_table(RUN, tokens=(1, 4096))
+    assert set(tab["T"]) == {1, 4096} and {"triton-w4a16", "oai-matmul-ogs-mxfp4"} <= set(tab["contender"])
+    for (t, c), part in tab.groupby(["T", "contender"]):
+        p = RUN["profile"][str(t)][c]
+        # the kernels plus the gap add up to the timed median (rounded to 0.1 us per line)
+        assert abs(part["us per layer"].sum() - p["timed_us"]) < 0.1 * len(part)
+        assert (part["kernel"] == "(gap)").sum() == 1
+    ours_t1 = tab[(tab["T"] == 1) & (tab["contender"] == "triton-w4a16") & (tab["kernel"] != "(gap)")]
+    assert set(ours_t1["kernel"]) == {"moe_w4a16_frag_kernel", "moe_w4a16_frag_w2sum_kernel"}
+    assert lesson.profile_table(OLD_RUN) is None

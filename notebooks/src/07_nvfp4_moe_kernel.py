@@ -49,7 +49,7 @@ pd.set_option("display.width", 200)
 
 # %% tags=["parameters"]
 # the recorded H200 run (path relative to notebooks/)
-bench_json = "../data/bench/moe_h200_2026-12-03.json"
+bench_json = "../data/bench/moe_h200_2026-12-03_qwen3.5-397b-a17b_final.json"
 # "auto": also time the layer live when this machine has a CUDA GPU; "off": recorded data only
 live = "auto"
 # T values timed live (the qwen3.5-397b-a17b layer needs ~20 GB of GPU memory for all contenders)
@@ -171,6 +171,17 @@ plt.show()
 lesson.bench_table(run)
 
 # %% [markdown]
+# ### Where the time goes
+#
+# The same run's kernels one by one (`torch.profiler`, device time per layer call), for ours and the
+# production peer at T=1 and T=4096. At T=1 ours is two launches streaming weights; at T=4096 ours is
+# the MMA kernel, which dequantizes each weight tile before the tensor cores in every K step; the peer's
+# two GEMM kernels and its k-sum (`_reduce`) are listed beside it.
+
+# %%
+lesson.profile_table(run, tokens=(1, 4096))
+
+# %% [markdown]
 # ## 5. Live on this machine (GPU only)
 #
 # The same contenders at `live_tokens`, timed with `triton.testing.do_bench_cudagraph` on this GPU.
@@ -189,5 +200,5 @@ print(lesson.live_targets_text(live_doc))
 # the compiled code, are in notes/triton_kernels.md):
 
 # %%
-for a in box[2:6]:
+for a in box[2:7]:
     print(f"{a.status.name:8s} {a.claim}: {a.value} ({a.why})")

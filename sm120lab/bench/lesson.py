@@ -18,7 +18,8 @@ from ..nvfp4.quant_error import relative_error
 from .moe import _written, find_row
 
 #: the contenders of section 4's table, in column order
-TABLE_CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped")
+TABLE_CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped",
+                    "oai-matmul-ogs-mxfp4")
 #: ours: the contender the targets are about
 OURS = "triton-w4a16"
 
@@ -130,7 +131,8 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
     Row 1: the kernel on this machine (ok when every output is written, the prepack round trip is
     exact and the relative error is below 1e-2); row 2: the recorded run's correctness checks; rows 3-6:
     the recorded run's targets (:func:`sm120lab.bench.moe.evaluate_targets`, under ``run["targets"]``);
-    row 7: the SM120 build, compiled ahead of time only.
+    row 7: the production peer (triton_kernels ``matmul_ogs``, bf16 x MXFP4; ``not_run`` when the run has no
+    peer rows); row 8: the SM120 build, compiled ahead of time only.
 
     Args:
         run: the recorded bench document (``data/bench/moe_*.json``) as a dict.
@@ -140,11 +142,12 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
         fragment: whether the fragment (tensor-core) kernel is this machine's path.
 
     Returns:
-        Seven rows, in display order.
+        Eight rows, in display order.
     """
     tg, gpu, checks = run["targets"], run["env"]["gpu"]["name"], run["checks"]
     rel, written = kernel["rel. error vs fp64"], kernel["all written"]
     bf16 = tg["speedup_vs_bf16_T4096"]
+    peer = tg.get("speedup_vs_peer") or {}
     return [
         (f"{'Fragment (tensor-core)' if fragment else 'Decode'} kernel on prepared weights, this machine",
          f"rel. error {rel:.1e} vs fp64", "ok" if (written and round_trip and rel < 1e-2) else "bad",
@@ -162,6 +165,11 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
          where_t(tg["speedup_vs_fp8"], lambda v: v > 1.0, "faster", "slower")),
         (">= 1.0x torch bf16 grouped GEMM at T=4096", f"{bf16:.2f}x" if bf16 else "n/a",
          "ok" if tg["ge_1.0x_bf16_T4096"] else "bad", f"ours at T=4096: {_path_at(run, 4096)} path"),
+        ("Faster than the production peer (triton_kernels matmul_ogs, MXFP4) at every T",
+         per_t_text(peer, "{:.2f}x") if peer else "not measured",
+         "not_run" if not peer else "ok" if tg.get("faster_than_peer_every_T") else "bad",
+         where_t(peer, lambda v: v > 1.0, "faster", "slower") + " (peer time / ours; the peer moves ~6% fewer bytes)"
+         if peer else "the run has no peer rows"),
         ("Same kernels on SM120", "compiled only", "not_run",
          "AOT for sm_120/121 (data/triton_aot/): fits 101,376 B; unverified on SM120 hardware"),
     ]
@@ -192,6 +200,32 @@ def bench_table(run: dict):
         line["w13 % copy BW"] = round(w13["pct_copy_bw"], 1) if w13 else None
         table.append(line)
     return pd.DataFrame(table)
+
+
+def profile_table(run: dict, tokens=(1, 4096)):
+    """Where the layer's time goes: per T in ``tokens``, each profiled contender's kernels
+    (:mod:`sm120lab.bench.profile`, under ``run["profile"]``), slowest first, with their share of the
+    contender's timed median; the ``(gap)`` row is the timed median minus the kernels' sum.
+
+    Returns:
+        A DataFrame (T, contender, kernel, calls per layer, us per layer, % of timed), or None when the run
+        was recorded without a profile.
+    """
+    import pandas as pd
+
+    prof = run.get("profile") or {}
+    lines = []
+    for t in tokens:
+        for contender, p in (prof.get(str(t)) or {}).items():
+            timed = p["timed_us"]
+            for k in p["kernels"]:
+                lines.append({"T": t, "contender": contender, "kernel": k["kernel"][:60],
+                              "calls per layer": round(k["calls_per_layer"], 2),
+                              "us per layer": round(k["us_per_layer"], 1),
+                              "% of timed": round(100 * k["us_per_layer"] / timed, 1)})
+            lines.append({"T": t, "contender": contender, "kernel": "(gap)", "calls per layer": None,
+                          "us per layer": round(p["gap_us"], 1), "% of timed": round(100 * p["gap_us"] / timed, 1)})
+    return pd.DataFrame(lines) if lines else None
 
 
 def live_run(tokens, *, enabled: bool = True) -> dict | None:
