@@ -91,9 +91,13 @@ def test_cutlass_fused_moe_packing_round_trips(seed):
     assert torch.equal(lin2.view(torch.uint8), p.w2.scale.view(torch.uint8))
 
 
-def test_cli_check_exit_status_and_json(tmp_path, capsys):
+def test_cli_check_exit_status_and_json(tmp_path, capsys, monkeypatch):
     from sm120lab.cli import main
+    from sm120lab.moe import backends
     from sm120lab.moe.faults import register_faults
+
+    backends.all_backends()  # discovered now, so the copy below holds every real backend
+    monkeypatch.setattr(backends, "_REGISTRY", dict(backends._REGISTRY))  # the faults leave with the test
 
     out = tmp_path / "check.json"
     rc = main(["check", "--preset", "tiny", "--tokens", "16", "--backend", "reference", "--backend", "torch-bf16",
