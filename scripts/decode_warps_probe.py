@@ -27,13 +27,30 @@ W13 = [(2, 4), (2, 8), (2, 16), (4, 8), (4, 16)]
 W2 = [(1, 8), (1, 4), (1, 16), (2, 8), (2, 16)]
 
 
-def w13_call(x, packed, inter, twf, flat, s, k, tiles, warps):
+def w13_call(inter, tiles, warps, x, packed, twf, flat, s, k):
     launch_frag(x, packed.w13, inter, twf, flat, flat, num_slots=s, a_row_div=k, fuse_silu=True, mul_routing=False,
                 sorted_cols=False, tiles=tiles, warps=warps, cg=0)
 
 
-def w2_call(inter, packed, res, twf, ids, tiles, warps):
+def w2_call(res, tiles, warps, inter, packed, twf, ids):
     launch_frag_w2_sum(inter, packed.w2, res, twf, ids, tiles=tiles, warps=warps)
+
+
+def sweep(emit, head: dict, kernel: str, tiles_list, out_shape, floor_s: float, call, rest: tuple):
+    """Time ``call(out, tiles, warps, *rest)`` for each tile into a NaN-poisoned ``out``; one line each, compared
+    with the first tile's output (returned). ``floor_s``: the kernel's weight bytes / the copy bandwidth in GB/s."""
+    first = None
+    for tiles, warps in tiles_list:
+        out = torch.full(out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        fn = functools.partial(call, out, tiles, warps, *rest)
+        fn()
+        torch.cuda.synchronize()
+        first = out.clone() if first is None else first
+        us = triton.testing.do_bench_cudagraph(fn, rep=100) * 1e3
+        emit({**head, "kernel": kernel, "tiles": tiles, "warps": warps, "us": us,
+              "pct_copy": 100 * floor_s / (us * 1e-6) / 1e9, "rel_vs_first": rel(out, first),
+              "finite": bool(torch.isfinite(out).all())})
+    return first
 
 
 def rel(a, b) -> float:
@@ -64,28 +81,9 @@ def main() -> int:
             n_active = int(torch.unique(ids).numel())
             b13 = layer.nvfp4_bytes_per_expert("w13") * n_active
             b2 = layer.nvfp4_bytes_per_expert("w2") * n_active
-            ref13 = None
-            for tiles, warps in W13:
-                inter = torch.full((s, cfg.I), float("nan"), dtype=torch.bfloat16, device="cuda")
-                fn = functools.partial(w13_call, x, packed, inter, twf, flat, s, cfg.k, tiles, warps)
-                fn()
-                torch.cuda.synchronize()
-                ref13 = inter.clone() if ref13 is None else ref13
-                us = triton.testing.do_bench_cudagraph(fn, rep=100) * 1e3
-                emit({"preset": name, "T": t, "kernel": "w13", "tiles": tiles, "warps": warps, "us": us,
-                      "pct_copy": 100 * b13 / (us * 1e-6) / 1e9 / copy, "rel_vs_first": rel(inter, ref13),
-                      "finite": bool(torch.isfinite(inter).all())})
-            ref2 = None
-            for tiles, warps in W2:
-                res = torch.full((t, cfg.H), float("nan"), dtype=torch.bfloat16, device="cuda")
-                fn = functools.partial(w2_call, ref13, packed, res, twf, ids, tiles, warps)
-                fn()
-                torch.cuda.synchronize()
-                ref2 = res.clone() if ref2 is None else ref2
-                us = triton.testing.do_bench_cudagraph(fn, rep=100) * 1e3
-                emit({"preset": name, "T": t, "kernel": "w2sum", "tiles": tiles, "warps": warps, "us": us,
-                      "pct_copy": 100 * b2 / (us * 1e-6) / 1e9 / copy, "rel_vs_first": rel(res, ref2),
-                      "finite": bool(torch.isfinite(res).all())})
+            head = {"preset": name, "T": t}
+            ref13 = sweep(emit, head, "w13", W13, (s, cfg.I), b13 / copy, w13_call, (x, packed, twf, flat, s, cfg.k))
+            sweep(emit, head, "w2sum", W2, (t, cfg.H), b2 / copy, w2_call, (ref13, packed, twf, ids))
         del layer, packed
         torch.cuda.empty_cache()
     return 0
