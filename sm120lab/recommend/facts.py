@@ -403,10 +403,13 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
     """The numbers a MoE bench file (``sm120lab bench moe``) gives for one contender.
 
     Returns:
-        ``{"gpu", "us_T1", "vs_bf16_T1", "Tmax", "vs_bf16_Tmax", "pct_copy_bw": {T: %}, "copy_GBps"}``
-        where ``vs_bf16 = t(baseline) / t(contender)`` (> 1: the contender is faster) and
-        ``pct_copy_bw`` is the whole layer's achieved bytes/s over the measured copy bandwidth.
+        ``{"gpu", "us_T1", "vs_bf16_T1", "Tmax", "vs_bf16_Tmax", "pct_copy_bw": {T: %}, "copy_GBps",
+        "vs_peer": {T: ratio}}`` where ``vs_bf16 = t(baseline) / t(contender)`` (> 1: the contender is
+        faster), ``vs_peer`` the same against the production peer (:data:`sm120lab.bench.peer.PEER`; empty
+        when the file has no peer rows) and ``pct_copy_bw`` is the whole layer's achieved bytes/s over the
+        measured copy bandwidth.
     """
+    from ..bench.peer import PEER
     from ..bench.records import load_bench
 
     d = load_bench(path)
@@ -425,6 +428,7 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
         "vs_bf16_Tmax": t(baseline, Ts[-1]) / t(contender, Ts[-1]),
         "pct_copy_bw": {r.T: r.pct_copy_bw for r in rows if r.contender == contender},
         "copy_GBps": d.ceilings["copy_GBps"],
+        "vs_peer": {T: t(PEER, T) / t(contender, T) for T in Ts if t(PEER, T)},
     }
 
 
