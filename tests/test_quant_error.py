@@ -1,3 +1,5 @@
+import statistics
+
 import pytest
 import torch
 
@@ -10,12 +12,14 @@ from sm120lab.nvfp4.quant_error import (
     sample_distribution,
 )
 
-# Expected relative Frobenius error (low, high) of each format per distribution on a 64 x 512 tensor.
-# Measured over 40 seeds (spread in brackets) and widened by ~5% of the centre on each side; a format
-# whose rounding, scale choice or block size changes lands outside its band:
-#   gaussian:         NVFP4 0.0945-0.0961, MXFP4 0.113-0.116, INT4 g128 0.116-0.119, FP8 0.0262-0.0268
-#   student_t (nu=3): NVFP4 0.084-0.093,   MXFP4 0.138-0.152, INT4 g128 0.214-0.237, FP8 0.0237-0.0273
-#   outlier channels: NVFP4 0.061-0.069,   MXFP4 0.137-0.162, INT4 g128 0.136-0.181, FP8 0.0239-0.029
+# Expected relative Frobenius error (low, high) of each format per distribution: the median over 5 fresh
+# 64 x 512 tensors. One tensor is not enough: a Student-t tensor's error is set by its largest sample and an
+# outlier tensor's INT4 error by how its 5 outlier channels fall into 128-groups (single draws over 3000
+# seeds: NVFP4 on Student-t down to 0.024, INT4 on outliers 0.111-0.192; CI seed 858215813 drew INT4 0.120).
+# The median of 5, over 1500 seeds (min-max), then ~5% of the centre on each side:
+#   gaussian:         NVFP4 0.0944-0.0959, MXFP4 0.113-0.115, INT4 g128 0.115-0.119, FP8 0.0262-0.0267
+#   student_t (nu=3): NVFP4 0.0875-0.0923, MXFP4 0.135-0.147, INT4 g128 0.214-0.235, FP8 0.0246-0.0268
+#   outlier channels: NVFP4 0.061-0.070,   MXFP4 0.141-0.163, INT4 g128 0.136-0.181, FP8 0.0236-0.0281
 # For Gaussian data the bands follow from the grids: E2M1 with a per-16 amax scale (NVFP4) loses less
 # than E2M1 with a power-of-two per-32 scale (MXFP4) and 15-level INT4 per 128; FP8 E4M3 has 3
 # mantissa bits, relative step 2^-4, so ~0.027.
@@ -36,10 +40,10 @@ def test_expected_bands_cover_every_format():
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_each_format_lands_in_its_own_error_band(kind, seed):
     g = torch.Generator().manual_seed(seed)
-    x = sample_distribution(kind, (64, 512), g)
+    xs = [sample_distribution(kind, (64, 512), g) for _ in range(5)]
     for name, (fake_quant, _) in FORMATS.items():
         low, high = EXPECTED[kind][name]
-        err = relative_error(x, fake_quant(x))
+        err = statistics.median(relative_error(x, fake_quant(x)) for x in xs)
         assert low <= err <= high, f"{name} on {kind}: relative error {err:.4f} outside [{low}, {high}]"
 
 
