@@ -77,3 +77,20 @@ def test_the_written_summary_goes_through_its_record(tmp_path):
     s.notebooks.append(NotebookResult("01_a"))
     with pytest.raises(Exception, match="twice"):
         s.to_json()
+
+
+@pytest.mark.parametrize("key", ["\x1e", "a\nb", "\u2028"])
+def test_an_unprintable_key_stays_on_one_line(key):
+    """A hostile key in a record (seen: ``env: {"\\x1e": false}``, which str.splitlines breaks) is named by
+    its repr, so the error is still one line; same for the bench records."""
+    from pydantic import ValidationError
+
+    from sm120lab.bench.records import BenchDoc, _one_line
+
+    with pytest.raises(SchemaError) as err:
+        parse(EnvironmentRecord, {"env": {key: False}}, "environment.json")
+    assert len(str(err.value).splitlines()) == 1 and repr(key) in str(err.value)
+    with pytest.raises(ValidationError) as bad:
+        BenchDoc.model_validate({"model": "m", "shape": {"E": 2}, "rows": [], "floor_us": {key: {"moe": "x"}}})
+    msg = _one_line("b.json", bad.value)
+    assert len(msg.splitlines()) == 1 and repr(key) in msg

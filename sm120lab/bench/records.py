@@ -158,7 +158,7 @@ class GpuTestsDoc(_Record):
 
 def _one_line(path: Path | str, exc: ValidationError) -> str:
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    where = ".".join(str(p) if str(p).isprintable() else repr(p) for p in err["loc"]) or "(top level)"
     return f"{path}: {where}: {err['msg']} ({exc.error_count()} error(s), bench schema)"
 
 

@@ -151,9 +151,12 @@ R = TypeVar("R", bound=BaseModel)
 
 
 def _where(loc: tuple[Any, ...]) -> str:
+    """A validation error's location as ``a.b[0].c``; a key with unprintable characters (a line break, a
+    control character) is shown as its repr, so the message stays one line."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        name = str(part) if str(part).isprintable() else repr(part)
+        out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
 
 
