@@ -469,6 +469,9 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     peer = _setup_peer(doc, cfg, seed, contenders, log, guarded) if PEER in contenders else None
     if peer is None:
         contenders = tuple(c for c in contenders if c != PEER)
+
+    def mk_peer(x, ids, tw):
+        return lambda: peer_moe(peer, x, ids, tw)
     save()
 
     def bench_t(t: int) -> None:
@@ -527,11 +530,11 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                 if r:
                     record(name, "moe", r, nv_moe, **base_extra)
             elif name == PEER:
-                r = timed(f"{name} moe", t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)))
+                r = timed(f"{name} moe", t, mk_peer)
                 if r is None:  # not capturable in a CUDA graph: eager, said so in the row
-                    r = timed(f"{name} moe eager", t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)), False)
+                    r = timed(f"{name} moe eager", t, mk_peer, False)
                 if r:
-                    profiled(name, t, lambda x, ids, tw: (lambda: peer_moe(peer, x, ids, tw)), r)
+                    profiled(name, t, mk_peer, r)
                     own = mxfp4_bytes_per_expert(cfg.H, cfg.I) * n_active
                     record(name, "moe", r, own, x_own_floor=r["us_median"] / (own / (ceil["copy_GBps"] * 1e3)),
                            format="mxfp4")
