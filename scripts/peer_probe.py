@@ -24,9 +24,7 @@ import traceback
 
 import torch
 
-
-def _rel(a, b) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm())
+from sm120lab.nvfp4.quant_error import relative_error
 
 
 def _gemm(pw, x, ids, tw, act: bool):
@@ -77,7 +75,7 @@ def _probe(pw, case: dict, t: int, seed: int, emit) -> None:
         try:
             got, ref = fn()
             torch.cuda.synchronize()
-            emit({**case, "T": t, "step": label, "rel": _rel(got, ref), "finite": bool(torch.isfinite(got).all())})
+            emit({**case, "T": t, "step": label, "rel": relative_error(ref, got), "finite": bool(torch.isfinite(got).all())})
         except Exception as exc:  # noqa: BLE001 - the probe reports every failure and goes on
             emit({**case, "T": t, "step": label, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                   "where": traceback.format_exc().splitlines()[-3][:200]})

@@ -24,6 +24,7 @@ import sm120lab.kernels.moe_layer as ml
 from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
 from sm120lab.kernels.moe_configs import GemmConfig
 from sm120lab.moe.problem import PRESETS
+from sm120lab.nvfp4.quant_error import relative_error
 
 out = open(sys.argv[1], "a")
 ORIG = ml.moe_nvfp4_gemm_kernel
@@ -74,7 +75,7 @@ for name in presets:
             try:
                 o = run(c)
                 torch.cuda.synchronize()
-                rel = float((o.double() - ref.double()).norm() / ref.double().norm())
+                rel = relative_error(ref, o)
                 us = triton.testing.do_bench_cudagraph(functools.partial(run, c), rep=200)
                 emit({"preset": name, "T": t, "cfg": c.name, "swap": True, "us": us * 1e3, "rel_vs_base": rel})
             except Exception as e:  # noqa: BLE001
