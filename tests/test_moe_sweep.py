@@ -389,3 +389,26 @@ def test_a_shared_bug_invisible_on_a_lightly_loaded_expert_is_still_shared():
     rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
     assert rep.shared and judge_fault(fault, prob, rep).exact, (rep.flagged_experts, rep.reasons)
     assert float(pooled_deviation(rep)[6]) < EXPERT_DEV  # the case itself: one expert below the shared limit
+
+
+def test_a_shared_activation_fault_seen_in_one_cell_may_name_that_cells_expert():
+    """CI seed 73558532 drew a two-token problem (seed 73558534, experts 1, 5, 6) where 32-element
+    activation blocks moved the largest cell (token 1, expert 6: 10x the others' norm) by 42%, 12.4 x
+    its activation-rounding band, past the cell rule's 12: garbage, pinned on expert 6. One cell cannot
+    tell an expert's bug from a shared one that shows only there; the report now says so, and the judge
+    accepts naming experts that served one cell. The one-expert faults are still held to exact experts."""
+    from sm120lab.moe.faults import ActBlock32, ExpertGateUpSwapped, judge_fault
+
+    prob = problem_of("tiny", "mostly-empty", 73558534, "cpu")
+    assert prob.tokens == 2
+    fault = ActBlock32()
+    rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
+    assert rep.verdict == Verdict.GARBAGE and rep.flagged_experts == [6], rep.reasons  # the case itself
+    assert any("served one cell" in r for r in rep.reasons), rep.reasons
+    assert judge_fault(fault, prob, rep).localized
+    # an expert that served two cells is still a subset pin: the same report with expert 1 named fails
+    rep.flagged_experts = [1]
+    assert int(prob.expert_counts()[1]) == 2 and not judge_fault(fault, prob, rep).localized
+    one = ExpertGateUpSwapped()
+    rep1 = check(prob, ["reference", one], keep_output=False).reports[one.name]
+    assert judge_fault(one, prob, rep1).exact, rep1.reasons

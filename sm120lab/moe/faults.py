@@ -499,7 +499,10 @@ def judge_fault(fault: FaultyBackend, problem, rep, token_recall: float = TOKEN_
     Shared faults must be called "shared by all experts" (``rep.shared``, every routed expert
     flagged) where at least ``SHARED_MIN_EXPERTS`` experts are routed; with fewer, every routed
     expert flagged. Envelope-judged faults pass when they are not pinned on a subset of the experts:
-    nothing flagged when judged correct, else every routed expert (shared).
+    nothing flagged when judged correct, else every routed expert (shared). One exception: an expert
+    that served a single (token, expert) cell may be named, since one cell cannot tell the expert's
+    own bug from a shared one that shows only there (the report says so). Tiny seed 73558534,
+    T = 2: 32-element activation blocks moved the largest cell 42% (12.4x its band).
     """
     from .verdict import SHARED_MIN_EXPERTS, Verdict
 
@@ -512,7 +515,9 @@ def judge_fault(fault: FaultyBackend, problem, rep, token_recall: float = TOKEN_
         elif len(routed) < SHARED_MIN_EXPERTS:  # too few experts to tell "shared" from "each of them"
             ok = got_e <= routed
         else:
-            ok = not got_e or (got_e == routed and bool(rep.shared))
+            load = problem.expert_counts().tolist()
+            ok = (not got_e or (got_e == routed and bool(rep.shared))
+                  or (rep.verdict == Verdict.GARBAGE and all(load[e] == 1 for e in got_e)))
         return FaultOutcome(True, ok, ok, ok)
     want_e = routed if fault.shared else fault.expected_experts(problem)
     want_t = fault.expected_tokens(problem)
