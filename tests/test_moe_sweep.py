@@ -412,3 +412,45 @@ def test_a_shared_activation_fault_seen_in_one_cell_may_name_that_cells_expert()
     one = ExpertGateUpSwapped()
     rep1 = check(prob, ["reference", one], keep_output=False).reports[one.name]
     assert judge_fault(one, prob, rep1).exact, rep1.reasons
+
+
+@pytest.mark.parametrize("argv, flag", [(["--preset", "nope"], "--preset:"), (["--tokens", "-3"], "--tokens:"),
+                                        (["--routing", "x"], "--routing:"),
+                                        (["--tokens", "4", "--take-tokens", "9"], "--take-tokens:")])
+def test_check_problem_errors_name_their_option(argv, flag, capsys):
+    from sm120lab.cli import main
+
+    assert main(["check", "--device", "cpu", "--backend", "reference", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(flag) and "\n" not in err, err
+
+
+def test_a_sweep_fault_failure_replays_that_fault(capsys, monkeypatch):
+    """The replay line of a fault failure runs the fault (``--faults --backend NAME``) and the gate judges it:
+    the case of ``test_a_shared_activation_fault_seen_in_one_cell_may_name_that_cells_expert``, localized now
+    (exit 0); a named fault without --faults is refused with a hint."""
+    from sm120lab.cli import main
+    from sm120lab.moe import faults as faults_mod
+    from sm120lab.moe.faults import ActBlock32
+
+    args = ["check", "--preset", "tiny", "--routing", "sparse", "--seed", "73558534", "--device", "cpu", "--tokens", "2"]
+    assert main(args + ["--backend", "fault-act-block-32"]) == 2
+    assert "run with --faults" in capsys.readouterr().err
+    assert main(args + ["--faults", "--backend", "fault-act-block-32"]) == 0
+    out = capsys.readouterr().out
+    assert "fault-act-block-32" in out and "fault-nan-token" not in out  # only the named fault ran
+    # the gate still fails when the named fault is mislocalized (the old rule: no single-cell exception)
+    monkeypatch.setattr(faults_mod, "judge_fault", lambda f, p, r: faults_mod.FaultOutcome(True, True, False, False))
+    assert main(args + ["--faults", "--backend", ActBlock32.name]) == 1
+    assert "MISLOCALIZED planted fault(s): fault-act-block-32" in capsys.readouterr().err
+
+
+def test_sweep_fault_failure_records_a_replay_that_runs_the_fault(monkeypatch):
+    from sm120lab.moe import sweep as sweep_mod
+    from sm120lab.moe.faults import FaultOutcome
+
+    monkeypatch.setattr(sweep_mod, "judge_fault", lambda f, p, r: FaultOutcome(True, True, False, False))
+    rec = sweep_mod.false_alarm_sweep(("tiny",), ("mostly-empty",), 1, 73558534)
+    fails = [f for f in rec["failures"] if f["kind"] == "mislocalized"]
+    assert fails and all(f["replay"].endswith(f"--faults --backend {f['backend']}") for f in fails)
+    assert fails[0]["replay"].startswith("sm120lab check --preset tiny --routing sparse --seed 73558534")

@@ -163,6 +163,18 @@ def _memory_error(args, device: str) -> str | None:
     return None
 
 
+#: the first word of :func:`sm120lab.moe.make_moe_problem`'s errors -> the option that set it
+_PROBLEM_FLAGS = {"preset": "--preset", "tokens": "--tokens", "routing": "--routing", "routing='single'": "--routing",
+                  "seed": "--seed", "n": "--take-tokens", "config:": "--preset"}
+
+
+def _problem_error(exc: Exception) -> str:
+    """One line naming the option behind a problem-drawing error (``--tokens: tokens must be ...``)."""
+    msg = " ".join(str(exc).split())
+    flag = _PROBLEM_FLAGS.get(msg.split(" ", 1)[0] if msg else "")
+    return f"{flag}: {msg}" if flag else f"bad arguments: {msg}"
+
+
 def run(args) -> int:
     import torch
 
@@ -188,31 +200,37 @@ def run(args) -> int:
     target = _json_target(args.json)
     if args.sweep is not None:
         return _run_sweep(args, device, target)
+    from sm120lab.moe.faults import all_faults
+
     names = args.backend
     known = all_backends()
+    fault_names = [f.name for f in all_faults()]
     if names:
-        bad = [n for n in names if n not in known]
+        bad = [n for n in names if n not in known and not (args.faults and n in fault_names)]
         if bad:
-            print(f"--backend: unknown {bad}; known: {', '.join(known)}", file=sys.stderr)
+            hint = ("; planted faults are run with --faults" if any(n in fault_names for n in bad) else "")
+            print(f"--backend: unknown {bad}; known: {', '.join(known)}{hint}", file=sys.stderr)
             return 2
     try:
         problem = make_moe_problem(args.preset, tokens=args.tokens, routing=args.routing, seed=args.seed, device=device)
         if args.take_tokens is not None:
             problem = problem.take_tokens(args.take_tokens)
     except (ValueError, TypeError) as exc:
-        print(f"bad arguments: {exc}", file=sys.stderr)
+        print(_problem_error(exc), file=sys.stderr)
         return 2
     from tqdm.auto import tqdm
 
     from sm120lab.moe.harness import check, replay_command
 
-    backends = [known[n] for n in (names or known)]
+    named_faults = [n for n in names or () if n in fault_names and n not in known]
+    real = [n for n in names or () if n in known] if names else list(known)
+    backends = [known[n] for n in real]
     requested = {b.name for b in backends}
     faults = []
     if args.faults:
-        from sm120lab.moe.faults import all_faults, judge_fault
+        from sm120lab.moe.faults import judge_fault
 
-        faults = all_faults()
+        faults = [f for f in all_faults() if not named_faults or f.name in named_faults]
         backends = backends + faults
     result = check(problem, backends, probes=not args.no_probes, keep_output=False,
                    progress=lambda xs: tqdm(xs, desc="backends", unit="backend", file=sys.stderr))
@@ -244,7 +262,7 @@ def run(args) -> int:
     crashed = [r.name for r in reports if r.verdict == Verdict.ERROR]
     if crashed:
         failed.append(f"ERROR (backend crashed): {', '.join(crashed)}")
-    if all(result.reports[n].verdict == Verdict.SKIPPED for n in requested) and not args.allow_skips:
+    if requested and all(result.reports[n].verdict == Verdict.SKIPPED for n in requested) and not args.allow_skips:
         failed.append(f"SKIPPED: every requested backend was skipped ({', '.join(sorted(requested))}); "
                       "pass --allow-skips to accept that")
     if faults:

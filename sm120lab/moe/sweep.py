@@ -165,7 +165,8 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
                 st["localized"] += out.localized
                 st["localized_exactly"] += out.exact
                 if not out.localized:
-                    failures.append({**where, "backend": f.name, "kind": "missed" if not out.caught else "mislocalized",
+                    failures.append({**where, "replay": f"{where['replay']} --faults --backend {f.name}",
+                                     "backend": f.name, "kind": "missed" if not out.caught else "mislocalized",
                                      "verdict": str(rep.verdict), "shared": rep.shared,
                                      "experts": {"expected": sorted(f.expected_experts(prob)),
                                                  "flagged": rep.flagged_experts},
