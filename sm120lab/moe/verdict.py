@@ -250,13 +250,19 @@ def _cell_judgement(report, reasons: list[str]):
         out["garbage"] = True
         unit = "x its activation-rounding band" if w4a4 else ""
         score = pooled / np.maximum(report.expert_band, 1e-12) if w4a4 else pooled
-        lone = {e for e in systematic if np.count_nonzero(cells.ids == e) == 1}
-        reasons.append(f"{len(systematic)} expert(s) deviate systematically (every cell alike, beyond the rounding "
-                       "band of the other experts): " + ", ".join(
-                           f"{e} ({_fmt(score[e])}{unit}{', its one cell' if e in lone else ''})" for e in systematic[:8]))
+        lone = [e for e in systematic if np.count_nonzero(cells.ids == e) == 1]
+        many = [e for e in systematic if e not in lone]
+
+        def listed(es):
+            return ", ".join(f"{e} ({_fmt(score[e])}{unit})" for e in es[:8])
+
+        if many:
+            reasons.append(f"{len(many)} expert(s) deviate systematically (every cell alike, beyond the rounding "
+                           f"band of the other experts): {listed(many)}")
         if lone:
-            reasons.append(f"expert(s) {', '.join(str(e) for e in sorted(lone)[:8])} served one cell: that cannot tell "
-                           "the expert's own bug from one shared by all experts that shows only there")
+            reasons.append(f"{len(lone)} expert(s) deviate in the one cell each served, beyond the rounding band of "
+                           f"the other experts: {listed(lone)}; one cell cannot tell the expert's own bug from one "
+                           "shared by all experts that shows only there")
     shared_limit = DEV_CORRECT if w4a4 else EXPERT_DEV
     beyond_all = False
     if routed.size >= SHARED_MIN_EXPERTS:
