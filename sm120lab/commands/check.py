@@ -165,7 +165,7 @@ def _memory_error(args, device: str) -> str | None:
 
 #: the first word of :func:`sm120lab.moe.make_moe_problem`'s errors -> the option that set it
 _PROBLEM_FLAGS = {"preset": "--preset", "tokens": "--tokens", "routing": "--routing", "routing='single'": "--routing",
-                  "seed": "--seed", "n": "--take-tokens", "config:": "--preset"}
+                  "seed": "--seed", "config:": "--preset"}
 
 
 def _problem_error(exc: Exception) -> str:
@@ -204,7 +204,8 @@ def run(args) -> int:
 
     names = args.backend
     known = all_backends()
-    fault_names = [f.name for f in all_faults()]
+    planted = all_faults()
+    fault_names = [f.name for f in planted]
     if names:
         bad = [n for n in names if n not in known and not (args.faults and n in fault_names)]
         if bad:
@@ -213,24 +214,27 @@ def run(args) -> int:
             return 2
     try:
         problem = make_moe_problem(args.preset, tokens=args.tokens, routing=args.routing, seed=args.seed, device=device)
-        if args.take_tokens is not None:
-            problem = problem.take_tokens(args.take_tokens)
     except (ValueError, TypeError) as exc:
         print(_problem_error(exc), file=sys.stderr)
         return 2
+    if args.take_tokens is not None:
+        try:
+            problem = problem.take_tokens(args.take_tokens)
+        except (ValueError, TypeError) as exc:
+            print(f"--take-tokens: {exc}", file=sys.stderr)
+            return 2
     from tqdm.auto import tqdm
 
     from sm120lab.moe.harness import check, replay_command
 
     named_faults = [n for n in names or () if n in fault_names and n not in known]
-    real = [n for n in names or () if n in known] if names else list(known)
-    backends = [known[n] for n in real]
+    backends = [known[n] for n in names if n in known] if names else list(known.values())
     requested = {b.name for b in backends}
     faults = []
     if args.faults:
         from sm120lab.moe.faults import judge_fault
 
-        faults = [f for f in all_faults() if not named_faults or f.name in named_faults]
+        faults = [f for f in planted if not named_faults or f.name in named_faults]
         backends = backends + faults
     result = check(problem, backends, probes=not args.no_probes, keep_output=False,
                    progress=lambda xs: tqdm(xs, desc="backends", unit="backend", file=sys.stderr))
