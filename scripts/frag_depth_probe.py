@@ -14,7 +14,8 @@ One JSON line per (preset, T, depth), written as it goes; stops starting new wor
 ``DEPTH`` is not in the package: the probe runs on commit e41b0d8 with
 ``data/bench/aux/frag_depth_probe_h200_2026-12-03.patch`` applied (``git apply``). Recorded:
 ``data/bench/aux/frag_depth_probe_h200_2026-12-03.jsonl`` (every deeper prefetch was slower, so the patch
-was not kept; notes/triton_kernels.md).
+was not kept; notes/triton_kernels.md), by this script at d36c9ff, whose reference was its own copy of the
+same formula; it now calls the package's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sm120lab.envinfo import collect
 from sm120lab.kernels.moe_layer import fused_moe_packed
 from sm120lab.kernels.plan import MoEShape, Path, plan_moe
 from sm120lab.kernels.prepack import prepare_moe_weights
+from sm120lab.moe.grouping import grouped_moe_forward
 from sm120lab.moe.problem import PRESETS
 from sm120lab.nvfp4 import NVFP4Tensor
 
@@ -49,17 +51,13 @@ def subset(q: NVFP4Tensor, experts: torch.Tensor) -> NVFP4Tensor:
 
 
 def reference(layer, x, ids, tw) -> torch.Tensor:
-    """fp32 layer on the exact dequantized weights of the routed experts, bf16-rounded intermediate."""
-    used, local = torch.unique(ids, return_inverse=True)
-    w13 = dequantize_to(subset(layer.w13, used), torch.float32)
-    w2 = dequantize_to(subset(layer.w2, used), torch.float32)
-    xf = x.float()
-    out = torch.zeros(x.shape[0], layer.H, dtype=torch.float32, device=x.device)
-    for j in range(ids.shape[1]):
-        h = torch.einsum("th,tnh->tn", xf, w13[local[:, j]])
-        act = (torch.nn.functional.silu(h[:, :layer.I]) * h[:, layer.I:]).to(torch.bfloat16).float()
-        out += tw[:, j:j + 1] * torch.einsum("ti,thi->th", act, w2[local[:, j]])
-    return out
+    """fp32 layer on the exact dequantized weights of the routed experts, bf16-rounded intermediate
+    (:func:`sm120lab.moe.grouping.grouped_moe_forward`, TF32 off)."""
+    def expert(q):
+        return lambda e: dequantize_to(subset(q, torch.tensor([e], device=x.device)), torch.float32)[0]
+
+    return grouped_moe_forward(x.float(), ids, tw.float(), layer.E, expert(layer.w13), expert(layer.w2),
+                               act_quant=lambda a: a.to(torch.bfloat16).float())
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
