@@ -251,7 +251,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     elif v.kernel == "frag" and "TOPK" in ce:
         from ..kernels.moe_frag import moe_w4a16_frag_w2sum_kernel as fn
 
-        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps)
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, PREFETCH=cfg.PREFETCH)
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32", "out_ptr": "*bf16",
                 "topk_w_ptr": "*fp32", "topk_ids_ptr": "*i64"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
@@ -329,7 +329,10 @@ def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
 
 
 def frag_config_applies(variant: str, cfg) -> bool:
-    """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs."""
+    """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs; ``PREFETCH`` is
+    an option of the w2+sum kernel alone."""
+    if cfg.PREFETCH:  # the w2+sum kernel's loop option only
+        return variant == "w2sum_frag" and not cfg.SORTED
     if variant == "w13_frag":
         return cfg.TILES % 2 == 0
     if variant == "w2sum_frag":

@@ -286,18 +286,47 @@ def moe_w4a16_frag_kernel(
 
 
 @triton.jit
+def _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, ids_ptr, a_tok, q_off, s_off, slot0, c, w, ITERS, KC,
+                 stride_qe, stride_se, stride_am, TOPK: tl.constexpr, WARPS: tl.constexpr, WITH_ACT: tl.constexpr):
+    """Chunk ``c`` of the w2+sum loop (expert ``c // ITERS`` of the token, K chunk ``(c % ITERS) * WARPS + w``):
+    its weight words and scale pair, and with ``WITH_ACT`` also its activations and the expert's factor
+    ``alpha[e] * topk_w`` (else zeros, loaded where they are used); zeros past the end."""
+    jn = c // ITERS
+    kn = (c % ITERS) * WARPS + w
+    live = jn < TOPK
+    e = tl.load(ids_ptr + slot0 + jn, mask=live, other=0).to(tl.int64)
+    ok = (kn < KC) & live
+    q = tl.load(q_ptr + e * stride_qe + q_off + kn * 128, mask=ok, other=0)
+    sc = tl.load(s_ptr + e * stride_se + s_off + kn * 32, mask=ok, other=0).to(tl.int32)
+    if WITH_ACT:
+        b = tl.load(a_tok + jn * stride_am + kn * 16, mask=ok, other=0)
+        f = tl.load(alpha_ptr + e, mask=live, other=0.0) * tl.load(topk_w_ptr + slot0 + jn, mask=live,
+                                                                    other=0.0).to(tl.float32)
+    else:
+        b = tl.zeros(q.shape, tl.int64)
+        f = 0.0
+    return q, sc, b, f
+
+
+@triton.jit
 def moe_w4a16_frag_w2sum_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, topk_ids_ptr,
     N, KC, stride_am, stride_qe, stride_se, stride_om,
-    TOPK: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr,
+    TOPK: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr, PREFETCH: tl.constexpr = False,
 ):
     """w2 and the sum over a token's k choices in one launch (small T): program (tile group, token t)
-    streams the w2 tiles of the token's ``TOPK`` experts one after another (the next expert's first
-    chunk is already in flight while the last one of the current expert is multiplied) and writes
+    streams the w2 tiles of the token's ``TOPK`` experts one after another (the next chunk, also across
+    experts, is already in flight while the current one is multiplied) and writes
 
         out[t, n] = sum_j topk_w[t, j] * alpha[e_j] * (W2[e_j] @ inter[t * TOPK + j])[n]
 
-    in the output's dtype (bf16), with no fp32 per-slot buffer and no separate sum and cast."""
+    in the output's dtype (bf16), with no fp32 per-slot buffer and no separate sum and cast.
+
+    ``PREFETCH``: the chunk in flight also carries its activations and the expert's factor, so no load in
+    the loop waits on another load of the same step; else they are loaded where they are used. Which is
+    faster depends on the shape (H200, one tile per warp, 4 routings per graph: 0.82-0.91x the time at
+    qwen3.5, qwen3-next and H=7168/I=2048/E=256/k=8, 1.05x at qwen3-235b and gpt-oss;
+    data/bench/aux/w2sum_ab_probe_h200_2026-12-03_2.jsonl), so it is a tile choice (``FragConfig``)."""
     pid_n = tl.program_id(0)
     tok = tl.program_id(1)
     R: tl.constexpr = TILES * WARPS * 128
@@ -307,32 +336,27 @@ def moe_w4a16_frag_w2sum_kernel(
     s_off = tile.to(tl.int64) * (KC * 32) + lane
     slot0 = tok * TOPK
     a_tok = a_ptr + slot0.to(tl.int64) * stride_am + (4 * t + j)
-    e = tl.load(topk_ids_ptr + slot0).to(tl.int64)
-    kc = w
-    ok = kc < KC
-    q = tl.load(q_ptr + e * stride_qe + q_off + kc * 128, mask=ok, other=0)
-    sc = tl.load(s_ptr + e * stride_se + s_off + kc * 32, mask=ok, other=0).to(tl.int32)
+    q, sc, b, f = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off, slot0, 0, w,
+                               ITERS, KC, stride_qe, stride_se, stride_am, TOPK, WARPS, PREFETCH)
     c = tl.zeros((R,), tl.float32)
     total = tl.zeros((R,), tl.float32)
     for it in range(0, TOPK * ITERS):
-        jn = (it + 1) // ITERS
-        kn = ((it + 1) % ITERS) * WARPS + w
-        e_n = tl.load(topk_ids_ptr + slot0 + jn, mask=jn < TOPK, other=0).to(tl.int64)
-        okn = (kn < KC) & (jn < TOPK)
-        q_next = tl.load(q_ptr + e_n * stride_qe + q_off + kn * 128, mask=okn, other=0)
-        sc_next = tl.load(s_ptr + e_n * stride_se + s_off + kn * 32, mask=okn, other=0).to(tl.int32)
+        q_n, sc_n, b_n, f_n = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                           slot0, it + 1, w, ITERS, KC, stride_qe, stride_se, stride_am, TOPK,
+                                           WARPS, PREFETCH)
         jc = it // ITERS
-        kc = (it % ITERS) * WARPS + w
-        b = tl.load(a_tok + jc * stride_am + kc * 16, mask=kc < KC, other=0)
+        if not PREFETCH:
+            kc = (it % ITERS) * WARPS + w
+            b = tl.load(a_tok + jc * stride_am + kc * 16, mask=kc < KC, other=0)
         sg, sg8 = _frag_scales(sc)
         c = _frag_mma(q, sg, sg8, b, c)
-        if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its scale
-            e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
-            f = tl.load(alpha_ptr + e_c) * tl.load(topk_w_ptr + slot0 + jc).to(tl.float32)
+        if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its factor
+            if not PREFETCH:
+                e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
+                f = tl.load(alpha_ptr + e_c) * tl.load(topk_w_ptr + slot0 + jc).to(tl.float32)
             total += c * f
             c = tl.zeros((R,), tl.float32)
-        q = q_next
-        sc = sc_next
+        q, sc, b, f = q_n, sc_n, b_n, f_n
     v = _frag_reduce(total, TILES, WARPS)
     n, col = _frag_out_index(pid_n, TILES)
     keep = col == 0
@@ -407,8 +431,9 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
 
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,
-                       tiles: int, warps: int) -> None:
-    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`): inter bf16 [T*k, I] -> out [T, H]."""
+                       tiles: int, warps: int, prefetch: bool = False) -> None:
+    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`, its ``PREFETCH`` = ``prefetch``): inter bf16
+    [T*k, I] -> out [T, H]."""
     e, n, k = w.shape
     t, topk = topk_ids.shape
     if inter.dtype != torch.bfloat16 or inter.shape != (t * topk, k) or inter.stride(1) != 1 or inter.stride(0) % 4:
@@ -417,4 +442,4 @@ def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.
     moe_w4a16_frag_w2sum_kernel[grid](
         inter.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, topk_ids,
         n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
-        TOPK=topk, TILES=tiles, WARPS=warps, num_warps=warps, num_stages=1)
+        TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=prefetch, num_warps=warps, num_stages=1)

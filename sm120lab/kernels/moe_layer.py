@@ -278,7 +278,8 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
             raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
                              f"{out.dtype} {tuple(out.shape)}")
         res = out if out is not None else torch.empty(t, h, dtype=torch.bfloat16, device=dev)
-        launch_frag_w2_sum(inter_buf, packed.w2, res, twf, ids, tiles=cfg2.TILES, warps=cfg2.num_warps)
+        launch_frag_w2_sum(inter_buf, packed.w2, res, twf, ids, tiles=cfg2.TILES, warps=cfg2.num_warps,
+                           prefetch=cfg2.PREFETCH)
         return res
     out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
     if _poison:

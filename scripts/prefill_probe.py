@@ -1,0 +1,122 @@
+"""GPU probe: the MMA kernel's prefill tiles with the scale-word loads (``v``) and the joined weight tile (``j``).
+
+    git show 69690e2:sm120lab/kernels/moe_gemm.py > sm120lab/kernels/moe_gemm.py   (and moe_layer.py, moe_configs.py)
+    patch -p1 < data/bench/aux/prefill_probe_h200_2026-12-03.patch
+    PYTHONPATH=. python3 scripts/prefill_probe.py OUT.jsonl [--budget-s S] [--presets a,b] [--tokens 4096,1024]
+        [--set vj|j]
+
+The patch adds the two ``GemmConfig`` options the probe compares (``SCALE_WORDS``, ``JOIN_W``) to the
+files of commit 69690e2. Of the two, the joined tile was kept and is now the only form of the bf16 path
+without ``FAST`` (:mod:`sm120lab.kernels.moe_gemm`); the scale words were slower and were dropped. Runs
+recorded on the H200: ``--set vj`` (``data/bench/aux/prefill_probe_h200_2026-12-03.jsonl``) and ``--set j
+--tokens 4096,1024`` (``..._2.jsonl``).
+
+``v`` (``GemmConfig.SCALE_WORDS``) reads a tile's E4M3 block scales as int32 words, so Triton's pipeliner
+copies them asynchronously with the weights and activations (single bytes it loads synchronously, one
+memory latency per K step). ``j`` (``JOIN_W``) interleaves the dequantized even/odd weight columns back
+into one [N, K] tile, so each K step is one dot whose activation operand comes straight from shared
+memory (no even/odd split in registers). For each preset (and H=7168, I=2048, E=256, k=8) and T: the
+whole layer on the MMA path with both GEMMs on one tile, through ``fused_moe_packed``; 4 routings per
+CUDA graph (``time_graph``); the first routing's output NaN-poisoned and checked against the fp32
+reference of ``frag_depth_probe.reference``. The plan's own pick (any path) is timed alongside. One
+JSON line per point, written as it goes; the first holds the environment, the copy bandwidth and the
+command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+from frag_depth_probe import SHAPES, reference, rel
+
+from sm120lab.bench.ceilings import measure_copy_gbps
+from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
+from sm120lab.bench.timing import time_graph
+from sm120lab.envinfo import collect
+from sm120lab.kernels.moe_configs import GemmConfig
+from sm120lab.kernels.moe_layer import fused_moe_packed
+from sm120lab.kernels.plan import MoEShape, Path, plan_moe
+from sm120lab.kernels.prepack import prepare_moe_weights
+
+BASE = GemmConfig(128, 64, 64, 8, 3)
+#: the tile sets: "vj" (first run: scale words, joined tile), "j" (second run: the joined tile alone)
+TILE_SETS = {
+    "vj": [BASE, GemmConfig(128, 64, 64, 8, 3, SCALE_WORDS=True),
+           GemmConfig(128, 64, 64, 8, 3, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(128, 64, 64, 8, 3, FAST=True, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(128, 128, 64, 8, 3, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(128, 128, 64, 8, 2, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(64, 128, 64, 4, 3, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(128, 64, 128, 8, 3, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(64, 64, 64, 4, 4, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(64, 64, 128, 4, 3, SCALE_WORDS=True, JOIN_W=True),
+           GemmConfig(64, 64, 64, 4, 4)],
+    "j": [BASE, GemmConfig(128, 64, 64, 8, 3, JOIN_W=True), GemmConfig(128, 64, 64, 8, 4, JOIN_W=True),
+          GemmConfig(128, 64, 128, 8, 2, JOIN_W=True), GemmConfig(256, 64, 64, 8, 2, JOIN_W=True),
+          GemmConfig(64, 64, 64, 4, 4), GemmConfig(64, 64, 64, 4, 4, JOIN_W=True),
+          GemmConfig(64, 64, 128, 4, 3, JOIN_W=True), GemmConfig(64, 128, 64, 4, 3, JOIN_W=True)],
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--presets", default="qwen3-235b-a22b,gpt-oss-120b,shape-H7168-I2048-E256-k8,qwen3.5-397b-a17b,"
+                                         "qwen3-next-80b-a3b")
+    ap.add_argument("--tokens", default="4096,1024,256")
+    ap.add_argument("--set", default="vj", choices=sorted(TILE_SETS))
+    args = ap.parse_args()
+    t0 = time.time()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sink = open(args.out, "a")
+
+    def emit(r: dict) -> None:
+        print(json.dumps(r), flush=True)
+        sink.write(json.dumps(r) + "\n")
+        sink.flush()
+
+    copy = measure_copy_gbps()["copy_GBps"]
+    emit({"env": collect(), "copy_GBps": copy, "command": "PYTHONPATH=. python3 scripts/prefill_probe.py "
+          + " ".join(f"--{k.replace('_', '-')} {v}" if k != "out" else v for k, v in vars(args).items())})
+    for name in args.presets.split(","):
+        e, k, h, inter = SHAPES[name]
+        if time.time() - t0 > args.budget_s:
+            emit({"stopped": f"budget {args.budget_s} s spent before {name}"})
+            break
+        layer = make_bench_layer(e, k, h, inter, seed=5, bf16=False, fp8=False)
+        packed = prepare_moe_weights(layer.w13, layer.w2)
+        gen = torch.Generator(device="cuda").manual_seed(9)
+        shape = MoEShape(E=e, N=inter, K=h, top_k=k)
+        for t in (int(v) for v in args.tokens.split(",")):
+            routes = [uniform_routing(t, e, k, gen=gen) for _ in range(4)]
+            xs = [torch.randn(t, h, device="cuda", generator=gen).to(torch.bfloat16) for _ in routes]
+            ref = reference(layer, xs[0], *routes[0])
+            plans = [("plan", plan_moe(shape, t, device="cuda"))]
+            plans += [(c.name, plan_moe(shape, t, device="cuda", paths={Path.MMA}, tiles=(c, c))) for c in TILE_SETS[args.set]]
+            for tag, plan in plans:
+                if time.time() - t0 > args.budget_s:
+                    emit({"stopped": f"budget {args.budget_s} s spent at {name} T={t} {tag}"})
+                    break
+                try:
+                    out = fused_moe_packed(xs[0], routes[0][0], routes[0][1], packed, plan=plan, _poison=True)
+                    torch.cuda.synchronize()
+                    fns = [lambda x=x, r=r, p=plan, w=packed: fused_moe_packed(x, r[0], r[1], w, plan=p)
+                           for x, r in zip(xs, routes)]
+                    timing = time_graph(fns)
+                    emit({"preset": name, "T": t, "tile": tag, "path": plan.path.value, "w13": plan.w13.name,
+                          "w2": plan.w2.name, "us": timing["us_median"], "timing": timing,
+                          "rel_vs_ref": rel(out, ref), "finite": bool(torch.isfinite(out).all())})
+                except Exception as exc:  # noqa: BLE001 -- a tile that fails to compile or run is a result
+                    emit({"preset": name, "T": t, "tile": tag, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        del layer, packed
+        torch.cuda.empty_cache()
+    emit({"done_s": time.time() - t0})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
