@@ -21,19 +21,16 @@ same formula; it now calls the package's.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 
 import torch
+from probe_io import open_record, preset_layers
 
-from sm120lab.bench.ceilings import measure_copy_gbps
-from sm120lab.bench.moe_problem import dequantize_to, make_bench_layer, uniform_routing
+from sm120lab.bench.moe_problem import dequantize_to, uniform_routing
 from sm120lab.bench.timing import time_graph
-from sm120lab.envinfo import collect
 from sm120lab.kernels.moe_layer import fused_moe_packed
-from sm120lab.kernels.plan import MoEShape, Path, plan_moe
-from sm120lab.kernels.prepack import prepare_moe_weights
+from sm120lab.kernels.plan import Path, plan_moe
 from sm120lab.moe.grouping import grouped_moe_forward
 from sm120lab.moe.problem import PRESETS
 from sm120lab.nvfp4 import NVFP4Tensor
@@ -71,27 +68,9 @@ def main() -> int:
     ap.add_argument("--presets", default=",".join(SHAPES))
     ap.add_argument("--tokens", default="1,4,16")
     args = ap.parse_args()
-    t0 = time.time()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    sink = open(args.out, "a")
-
-    def emit(r: dict) -> None:
-        print(json.dumps(r), flush=True)
-        sink.write(json.dumps(r) + "\n")
-        sink.flush()
-
-    copy = measure_copy_gbps()["copy_GBps"]
-    emit({"env": collect(), "copy_GBps": copy, "command": "PYTHONPATH=. python3 scripts/frag_depth_probe.py "
-          + " ".join(f"--{k.replace('_', '-')} {v}" if k != "out" else v for k, v in vars(args).items())})
-    for name in args.presets.split(","):
-        e, k, h, inter = SHAPES[name]
-        if time.time() - t0 > args.budget_s:
-            emit({"stopped": f"budget {args.budget_s} s spent before {name}"})
-            break
-        layer = make_bench_layer(e, k, h, inter, seed=5, bf16=False, fp8=False)
-        packed = prepare_moe_weights(layer.w13, layer.w2)
-        gen = torch.Generator(device="cuda").manual_seed(9)
-        shape = MoEShape(E=e, N=inter, K=h, top_k=k)
+    emit, copy, t0 = open_record("frag_depth_probe.py", args)
+    for name, (e, k, h, _), layer, packed, gen, shape in preset_layers(SHAPES, args.presets.split(","), t0,
+                                                                            args.budget_s, emit):
         for t in (int(v) for v in args.tokens.split(",")):
             if time.time() - t0 > args.budget_s:
                 break
@@ -118,8 +97,6 @@ def main() -> int:
                       "us": timing["us_median"], "timing": timing, "floor_us": floor_us,
                       "x_floor": timing["us_median"] / floor_us, "rel_vs_ref": rel(out, ref),
                       "bit_equal_depth1": bool(torch.equal(out, first)), "finite": bool(torch.isfinite(out).all())})
-        del layer, packed
-        torch.cuda.empty_cache()
     emit({"done_s": time.time() - t0})
     return 0
 

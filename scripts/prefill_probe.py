@@ -26,21 +26,21 @@ command.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 from frag_depth_probe import SHAPES, reference, rel
+from probe_io import open_record, preset_layers
 
-from sm120lab.bench.ceilings import measure_copy_gbps
-from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
+from sm120lab.bench.moe_problem import uniform_routing
 from sm120lab.bench.timing import time_graph
-from sm120lab.envinfo import collect
 from sm120lab.kernels.moe_configs import GemmConfig
 from sm120lab.kernels.moe_layer import fused_moe_packed
-from sm120lab.kernels.plan import MoEShape, Path, plan_moe
-from sm120lab.kernels.prepack import prepare_moe_weights
+from sm120lab.kernels.plan import Path, plan_moe
 
+if "JOIN_W" not in GemmConfig.__dataclass_fields__:
+    raise SystemExit("prefill_probe: GemmConfig has no SCALE_WORDS/JOIN_W options: apply "
+                     "data/bench/aux/prefill_probe_h200_2026-12-03.patch first (see the docstring)")
 BASE = GemmConfig(128, 64, 64, 8, 3)
 #: the tile sets: "vj" (first run: scale words, joined tile), "j" (second run: the joined tile alone)
 TILE_SETS = {
@@ -70,27 +70,9 @@ def main() -> int:
     ap.add_argument("--tokens", default="4096,1024,256")
     ap.add_argument("--set", default="vj", choices=sorted(TILE_SETS))
     args = ap.parse_args()
-    t0 = time.time()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    sink = open(args.out, "a")
-
-    def emit(r: dict) -> None:
-        print(json.dumps(r), flush=True)
-        sink.write(json.dumps(r) + "\n")
-        sink.flush()
-
-    copy = measure_copy_gbps()["copy_GBps"]
-    emit({"env": collect(), "copy_GBps": copy, "command": "PYTHONPATH=. python3 scripts/prefill_probe.py "
-          + " ".join(f"--{k.replace('_', '-')} {v}" if k != "out" else v for k, v in vars(args).items())})
-    for name in args.presets.split(","):
-        e, k, h, inter = SHAPES[name]
-        if time.time() - t0 > args.budget_s:
-            emit({"stopped": f"budget {args.budget_s} s spent before {name}"})
-            break
-        layer = make_bench_layer(e, k, h, inter, seed=5, bf16=False, fp8=False)
-        packed = prepare_moe_weights(layer.w13, layer.w2)
-        gen = torch.Generator(device="cuda").manual_seed(9)
-        shape = MoEShape(E=e, N=inter, K=h, top_k=k)
+    emit, _, t0 = open_record("prefill_probe.py", args)
+    for name, (e, k, h, _), layer, packed, gen, shape in preset_layers(SHAPES, args.presets.split(","), t0,
+                                                                            args.budget_s, emit):
         for t in (int(v) for v in args.tokens.split(",")):
             routes = [uniform_routing(t, e, k, gen=gen) for _ in range(4)]
             xs = [torch.randn(t, h, device="cuda", generator=gen).to(torch.bfloat16) for _ in routes]
@@ -112,8 +94,6 @@ def main() -> int:
                           "rel_vs_ref": rel(out, ref), "finite": bool(torch.isfinite(out).all())})
                 except Exception as exc:  # noqa: BLE001 -- a tile that fails to compile or run is a result
                     emit({"preset": name, "T": t, "tile": tag, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
-        del layer, packed
-        torch.cuda.empty_cache()
     emit({"done_s": time.time() - t0})
     return 0
 

@@ -25,22 +25,16 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import time
 
 import torch
 import triton
+from frag_depth_probe import SHAPES
+from probe_io import open_record, preset_layers
 
-from sm120lab.bench.ceilings import measure_copy_gbps
-from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
-from sm120lab.envinfo import collect
+from sm120lab.bench.moe_problem import uniform_routing
 from sm120lab.kernels.moe_configs import FRAG_CONFIGS
-from sm120lab.kernels.plan import MoEShape, plan_moe
-from sm120lab.kernels.prepack import prepare_moe_weights
-
-SHAPES = {"qwen3.5-397b-a17b": (512, 10, 4096, 1024), "qwen3-next-80b-a3b": (512, 10, 2048, 512),
-          "qwen3-235b-a22b": (128, 8, 4096, 1536), "gpt-oss-120b": (128, 4, 2880, 2880),
-          "shape-H7168-I2048-E256-k8": (256, 8, 7168, 2048)}
+from sm120lab.kernels.plan import plan_moe
 
 
 def main() -> int:
@@ -53,28 +47,12 @@ def main() -> int:
     ap.add_argument("--b-prefetch-one-tile", action="store_true")
     args = ap.parse_args()
     old, new = (importlib.import_module(f"sm120lab.kernels.{m}") for m in (args.a, args.b))
-    t0 = time.time()
-    sink = open(args.out, "a")
-
-    def emit(r: dict) -> None:
-        print(json.dumps(r), flush=True)
-        sink.write(json.dumps(r) + "\n")
-        sink.flush()
-
-    copy = measure_copy_gbps()["copy_GBps"]
-    emit({"env": collect(), "copy_GBps": copy,
-          "command": f"PYTHONPATH=. python3 scripts/w2sum_ab_probe.py {args.out} --budget-s {args.budget_s} "
-                     f"--a {args.a} --b {args.b} --routings {args.routings}"
-                     + (" --b-prefetch-one-tile" if args.b_prefetch_one_tile else "")})
-    for name, (e, k, h, inter) in SHAPES.items():
-        if time.time() - t0 > args.budget_s:
-            emit({"stopped": f"budget {args.budget_s} s spent before {name}"})
-            break
-        layer = make_bench_layer(e, k, h, inter, seed=5, bf16=False, fp8=False)
-        w2 = prepare_moe_weights(layer.w13, layer.w2).w2
-        gen = torch.Generator(device="cuda").manual_seed(9)
+    emit, copy, t0 = open_record("w2sum_ab_probe.py", args)
+    for name, (e, k, h, inter), layer, packed, gen, shape in preset_layers(SHAPES, list(SHAPES), t0, args.budget_s,
+                                                                            emit):
+        w2 = packed.w2
         for t in (1, 4):
-            cfg = plan_moe(MoEShape(E=e, N=inter, K=h, top_k=k), t, device="cuda").w2
+            cfg = plan_moe(shape, t, device="cuda").w2
             cfg = FRAG_CONFIGS[cfg.name.rstrip("p")]  # the table's tile without the loop option: A and B choose it
             cases = []
             for _ in range(args.routings):
@@ -104,8 +82,6 @@ def main() -> int:
                   "B_over_A": min(us["B"]) / min(us["A"]), "floor_us": floor,
                   "bit_equal": bool(torch.equal(outs["A"], outs["B"])),
                   "finite": bool(torch.isfinite(outs["A"]).all() and torch.isfinite(outs["B"]).all())})
-        del layer, w2
-        torch.cuda.empty_cache()
     emit({"done_s": time.time() - t0})
     return 0
 
