@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from ..nvfp4.quant_error import relative_error
+from .check import W4A4_REL_FRACTION_OK, W4A16_REL_OK  # the harness's bounds, one definition
 from .records import BENCH_SCHEMA_VERSION, BenchDoc, bench_rows, select
 
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
@@ -42,13 +43,9 @@ OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop", "oai-matmul-ogs-mxfp4")
 BASELINE_CONFIGS = {1: ("m16n32k256w4s3", "m16n64k128w4s4"), 4: ("m16n64k128w4s4",) * 2,
                     16: ("m16n64k128w4s4",) * 2, 64: ("m16n64k128w4s4",) * 2, 256: ("m16n64k128w4s4",) * 2,
                     1024: ("m32n64k128w4s3f", "m32n64k128w4s3"), 4096: ("m128n64k64w8s2",) * 2}
-#: W4A16 vs the fp64 reference: bf16 rounding of the intermediate and the output only
-W4A16_REL_OK = 1e-2
 #: FAST (inline PTX) vs portable decode: same values and summation order; FMA contraction may differ
 #: and flip a bf16 rounding of the intermediate (2**-8 on one element); a wrong code or pairing gives ~1
 FAST_VS_PORTABLE_REL_OK = 1e-3
-#: W4A4 vs emulated-w4a4, as a fraction of the W4A4 quantization error itself (notes/triton_kernels.md)
-W4A4_REL_FRACTION_OK = 0.25
 FLASHINFER_NOTE = (
     "FlashInfer cutlass_fused_moe (MXFP4 x bf16, SM90) not built: flashinfer.jit.fused_moe."
     "gen_cutlass_fused_moe_sm90_module() (0.6.5) compiles 181 CUDA sources; the first CUTLASS translation "
