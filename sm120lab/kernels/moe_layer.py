@@ -323,7 +323,7 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
                     w13: NVFP4Tensor, w2: NVFP4Tensor, *, mode: str = "w4a16", a1_gscale=None,
                     a2_gscale=None, configs: tuple[GemmConfig, GemmConfig] | None = None,
                     native: bool | None = None, out: torch.Tensor | None = None,
-                    _poison: bool = False) -> torch.Tensor:
+                    _poison: bool = False, _trace: dict | None = None) -> torch.Tensor:
     """MoE layer with NVFP4 weights -> [T, H] bf16 (see module docstring).
 
     hidden [T, H] bf16; topk_ids [T, k] int; topk_weights [T, k] float; w13 [E, 2I, H] and w2
@@ -331,7 +331,10 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
     ``configs``: (w13, w2) tile configs sharing BLOCK_M (default: :func:`pick_configs`).
     ``native``: W4A4 only; None = use ``tl.dot_scaled`` where :func:`native_fp4_supported`.
     ``out``: optional [T, H] bf16 buffer to write. ``_poison`` (tests) fills the internal buffers
-    with NaN first, so a row the kernels fail to write shows up as NaN in the output.
+    with NaN first, so a row the kernels fail to write shows up as NaN in the output. ``_trace``
+    (diagnosis, ``scripts/w4a4_replay.py``): a dict that receives every stage's buffer (``plan``, the
+    quantized activations ``a1``/``a1_scales`` and ``a2``/``a2_scales`` in W4A4, the per-slot intermediate
+    ``inter`` [T*k, I] and weighted outputs ``out_slots`` [T*k, H]).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -347,11 +350,11 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
     plan = plan_moe(MoEShape.of(e, h, inter, k), t, device=hidden.device, mode=mode, paths={Path.MMA}, tiles=configs,
                     native=native)
     return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, plan=plan,
-                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out, _poison=_poison)
+                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out, _poison=_poison, _trace=_trace)
 
 
 def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: int, inter: int, *, plan: MoEPlan,
-                 a1_gscale, a2_gscale, out, _poison) -> torch.Tensor:
+                 a1_gscale, a2_gscale, out, _poison, _trace: dict | None = None) -> torch.Tensor:
     """Sort + (quantize) + w13 + (quantize) + w2 + k-sum on the MMA kernel (``plan.path`` is mma), for
     canonical or packed weights."""
     t = hidden.shape[0]
@@ -393,4 +396,8 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
     launch_moe_gemm(a2, a2s, g2, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
                     num_slots=s, a_row_div=1, n_up=0, a_mode=a_mode, fuse_silu=False,
                     mul_routing=True, cfg=cfg2)
+    if _trace is not None:
+        _trace.update(plan=plan, inter=inter_buf, out_slots=out_slots, sorted_ids=sorted_ids, block_expert=block_expert)
+        if mode == "w4a4":
+            _trace.update(a1=a1, a1_scales=a1s, a2=a2, a2_scales=a2s)
     return _sum_slots(out_slots, t, k, h, out)
