@@ -34,6 +34,7 @@ from sm120lab.kernels.plan import Path, plan_moe
 from sm120lab.moe.grouping import grouped_moe_forward
 from sm120lab.moe.problem import PRESETS
 from sm120lab.nvfp4 import NVFP4Tensor
+from sm120lab.nvfp4.quant_error import relative_error
 
 SHAPES = {**{n: (PRESETS[n].E, PRESETS[n].k, PRESETS[n].H, PRESETS[n].I) for n in
              ("qwen3.5-397b-a17b", "qwen3-next-80b-a3b", "qwen3-235b-a22b", "gpt-oss-120b")},
@@ -55,10 +56,6 @@ def reference(layer, x, ids, tw) -> torch.Tensor:
 
     return grouped_moe_forward(x.float(), ids, tw.float(), layer.E, expert(layer.w13), expert(layer.w2),
                                act_quant=lambda a: a.to(torch.bfloat16).float())
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 def main() -> int:
@@ -95,7 +92,7 @@ def main() -> int:
                 timing = time_graph(fns)
                 emit({"preset": name, "T": t, "depth": depth, "w13": plan.w13.name, "w2": plan.w2.name,
                       "us": timing["us_median"], "timing": timing, "floor_us": floor_us,
-                      "x_floor": timing["us_median"] / floor_us, "rel_vs_ref": rel(out, ref),
+                      "x_floor": timing["us_median"] / floor_us, "rel_vs_ref": relative_error(ref, out),
                       "bit_equal_depth1": bool(torch.equal(out, first)), "finite": bool(torch.isfinite(out).all())})
     emit({"done_s": time.time() - t0})
     return 0

@@ -29,7 +29,7 @@ import argparse
 import time
 
 import torch
-from frag_depth_probe import SHAPES, reference, rel
+from frag_depth_probe import SHAPES, reference
 from probe_io import open_record, preset_layers
 
 from sm120lab.bench.moe_problem import uniform_routing
@@ -37,6 +37,7 @@ from sm120lab.bench.timing import time_graph
 from sm120lab.kernels.moe_configs import GemmConfig
 from sm120lab.kernels.moe_layer import fused_moe_packed
 from sm120lab.kernels.plan import Path, plan_moe
+from sm120lab.nvfp4.quant_error import relative_error
 
 if "JOIN_W" not in GemmConfig.__dataclass_fields__:
     raise SystemExit("prefill_probe: GemmConfig has no SCALE_WORDS/JOIN_W options: apply "
@@ -91,7 +92,7 @@ def main() -> int:
                     timing = time_graph(fns)
                     emit({"preset": name, "T": t, "tile": tag, "path": plan.path.value, "w13": plan.w13.name,
                           "w2": plan.w2.name, "us": timing["us_median"], "timing": timing,
-                          "rel_vs_ref": rel(out, ref), "finite": bool(torch.isfinite(out).all())})
+                          "rel_vs_ref": relative_error(ref, out), "finite": bool(torch.isfinite(out).all())})
                 except Exception as exc:  # noqa: BLE001 -- a tile that fails to compile or run is a result
                     emit({"preset": name, "T": t, "tile": tag, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
     emit({"done_s": time.time() - t0})

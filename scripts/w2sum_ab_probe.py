@@ -26,6 +26,7 @@ import argparse
 import functools
 import importlib
 import time
+from dataclasses import replace
 
 import torch
 import triton
@@ -33,7 +34,6 @@ from frag_depth_probe import SHAPES
 from probe_io import open_record, preset_layers
 
 from sm120lab.bench.moe_problem import uniform_routing
-from sm120lab.kernels.moe_configs import FRAG_CONFIGS
 from sm120lab.kernels.plan import plan_moe
 
 
@@ -52,8 +52,8 @@ def main() -> int:
                                                                             emit):
         w2 = packed.w2
         for t in (1, 4):
-            cfg = plan_moe(shape, t, device="cuda").w2
-            cfg = FRAG_CONFIGS[cfg.name.rstrip("p")]  # the table's tile without the loop option: A and B choose it
+            # the table's tile without the loop option: A and B choose it
+            cfg = replace(plan_moe(shape, t, device="cuda").w2, PREFETCH=False)
             cases = []
             for _ in range(args.routings):
                 ids, tw = uniform_routing(t, e, k, gen=gen)

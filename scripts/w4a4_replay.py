@@ -40,8 +40,12 @@ def _parse():
     return ap.parse_args()
 
 
-def _rel(a, b) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300))
+def _differ(codes, scales, q) -> dict:
+    """Codes and E4M3 scale bytes of a kernel's quantization that differ from ``q`` (``quantize_nvfp4``)."""
+    import torch
+
+    return {"codes_differ": int((codes != q.data).sum()),
+            "scales_differ": int((scales != q.linear_scale().view(torch.uint8)).sum())}
 
 
 def main() -> int:
@@ -57,6 +61,7 @@ def main() -> int:
     from sm120lab.moe.problem import make_moe_problem
     from sm120lab.moe.reference import dequantize_expert
     from sm120lab.nvfp4 import quantize_nvfp4
+    from sm120lab.nvfp4.quant_error import relative_error
 
     try:
         p = make_moe_problem(args.preset, tokens=args.tokens, routing=args.routing, seed=args.seed, device=dev)
@@ -71,9 +76,7 @@ def main() -> int:
                              "device": dev}, "plan": trace["plan"].as_dict()}
 
     # 1. the hidden states' quantization
-    q1 = quantize_nvfp4(p.hidden.float(), p.a1_gscale)
-    rep["a1"] = {"codes_differ": int((trace["a1"] != q1.data).sum()),
-                 "scales_differ": int((trace["a1_scales"] != q1.linear_scale().view(torch.uint8)).sum())}
+    rep["a1"] = _differ(trace["a1"], trace["a1_scales"], quantize_nvfp4(p.hidden.float(), p.a1_gscale))
 
     # 2. the intermediate, per slot (the emulation's groups follow the stable sort of the flat ids)
     seen = []
@@ -99,18 +102,15 @@ def main() -> int:
     ulps = (ordered(kin) - ordered(inter_emu_bf)).abs()
     far = torch.argsort(ulps.reshape(-1), descending=True)[:3]
     rep["inter"] = {"finite": bool(torch.isfinite(kin).all()), "elements_differ": int((kin != inter_emu_bf).sum()),
-                    "max_bf16_ulps": int(ulps.max()), "rel": _rel(kin, inter_emu),
+                    "max_bf16_ulps": int(ulps.max()), "rel": relative_error(inter_emu, kin),
                     "farthest": [{"slot": int(i) // kin.shape[1], "col": int(i) % kin.shape[1],
                                   "kernel": float(kin.reshape(-1)[i]), "emulated_fp32": float(inter_emu.reshape(-1)[i])}
                                  for i in far]}
 
     # 3. the intermediate's quantization: the quantizer alone, and what stage 2 propagates
-    q2_same = quantize_nvfp4(kin.float(), p.a2_gscale)
-    q2_emu = quantize_nvfp4(inter_emu_bf.float(), p.a2_gscale)
-    rep["a2"] = {"codes_differ_same_input": int((trace["a2"] != q2_same.data).sum()),
-                 "scales_differ_same_input": int((trace["a2_scales"] != q2_same.linear_scale().view(torch.uint8)).sum()),
-                 "codes_differ_vs_emulated": int((trace["a2"] != q2_emu.data).sum()),
-                 "scales_differ_vs_emulated": int((trace["a2_scales"] != q2_emu.linear_scale().view(torch.uint8)).sum())}
+    rep["a2"] = {"same_input": _differ(trace["a2"], trace["a2_scales"], quantize_nvfp4(kin.float(), p.a2_gscale)),
+                 "vs_emulated": _differ(trace["a2"], trace["a2_scales"],
+                                        quantize_nvfp4(inter_emu_bf.float(), p.a2_gscale))}
 
     # 4. outputs: per slot (unweighted) and whole
     w = p.topk_weights.reshape(-1, 1).float()
@@ -119,7 +119,7 @@ def main() -> int:
     worst = torch.argsort(per, descending=True)[:5]
     flat_ids = p.topk_ids.reshape(-1)
     emu_out = (emu_slots.reshape(t, k, -1) * p.topk_weights.unsqueeze(-1).float()).sum(1)
-    rep["out"] = {"rel_vs_emulated": _rel(out, emu_out),
+    rep["out"] = {"rel_vs_emulated": relative_error(emu_out, out),
                   "worst_slots": [{"slot": int(s), "token": int(s) // k, "expert": int(flat_ids[s]),
                                    "rel": float(per[s]), "norm_share": float(emu_slots[s].norm() / emu_slots.norm())}
                                   for s in worst]}

@@ -397,7 +397,7 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
                     num_slots=s, a_row_div=1, n_up=0, a_mode=a_mode, fuse_silu=False,
                     mul_routing=True, cfg=cfg2)
     if _trace is not None:
-        _trace.update(plan=plan, inter=inter_buf, out_slots=out_slots, sorted_ids=sorted_ids, block_expert=block_expert)
+        _trace.update(plan=plan, inter=inter_buf, out_slots=out_slots)
         if mode == "w4a4":
             _trace.update(a1=a1, a1_scales=a1s, a2=a2, a2_scales=a2s)
     return _sum_slots(out_slots, t, k, h, out)
