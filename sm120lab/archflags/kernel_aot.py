@@ -36,6 +36,9 @@ WGMMA_RE = re.compile(r"wgmma\.mma_async\S*bf16")
 E4M3X2_CVT_RE = re.compile(r"cvt\.rn\.f16x2\.e4m3x2")
 #: the fragment kernel's dequantization multiply (sm_90+)
 BF16X2_MUL_RE = re.compile(r"mul\.rn\.bf16x2")
+#: approximate fp32 division (``div.full`` / ``div.approx``) and fused multiply-add in PTX (the quantizer must hold neither)
+DIV_APPROX_RE = re.compile(r"\bdiv\.(?:full|approx)(?:\.ftz)?\.f32\b")
+FMA_F32_RE = re.compile(r"\bfma\.rn(?:\.ftz)?\.f32\b")
 
 # A_MODE values, the same objects the GEMM kernel compares against (sm120lab.kernels.moe_gemm)
 _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = 0, 1, 2
@@ -187,10 +190,11 @@ def divisibility_attrs(fn, constexprs: dict, divisible: tuple[str, ...]) -> dict
 
 
 def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: int, num_stages: int,
-                   divisible: tuple[str, ...] = ()) -> dict:
+                   divisible: tuple[str, ...] = (), options: dict | None = None) -> dict:
     """Compile ``fn`` for ``sm_<cc>``; returns shared bytes, registers, spills, key PTX facts, SASS.
 
-    ``divisible``: integer arguments that are multiples of 16 at run time (:func:`divisibility_attrs`)."""
+    ``divisible``: integer arguments that are multiples of 16 at run time (:func:`divisibility_attrs`);
+    ``options``: further compile options, as the launch passes them (e.g. ``enable_fp_fusion``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -200,8 +204,8 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
     src = ASTSource(fn=fn, signature=signature(fn, ptr_types, constexprs), constexprs=constexprs,
                     attrs=divisibility_attrs(fn, constexprs, divisible))
     t0 = time.perf_counter()
-    k = triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps,
-                                                                       "num_stages": num_stages})
+    k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                       options={"num_warps": num_warps, "num_stages": num_stages, **(options or {})})
     dt = time.perf_counter() - t0
     ptx = k.asm["ptx"]
     facts = _cubin_facts(k.asm["cubin"]) if "cubin" in k.asm else {}
@@ -216,6 +220,7 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
         "n_spill_loads": len(re.findall(r"\bLDL\b", sass)) if sass else None,
         "key_instruction": key, "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)),
         "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "n_bf16x2_mul": len(BF16X2_MUL_RE.findall(ptx)),
+        "n_div_approx_f32": len(DIV_APPROX_RE.findall(ptx)), "n_fma_f32": len(FMA_F32_RE.findall(ptx)),
         "compile_s": round(dt, 2), "sass_sha256": sass_digest(sass), "_sass": sass,
     }
 
@@ -362,11 +367,13 @@ def compile_sort(cc: int) -> list[dict]:
 
 
 def compile_quant(cc: int) -> dict:
-    from ..kernels.nvfp4_tl import nvfp4_quantize_rows_kernel
+    """The activation quantizer with its launch options; :func:`row_problems` requires its PTX to hold no
+    approximate fp32 division and no fp32 fma (either breaks its bit-exactness with ``quantize_nvfp4``)."""
+    from ..kernels.nvfp4_tl import QUANTIZE_LAUNCH_OPTIONS, nvfp4_quantize_rows_kernel
 
     ptrs = {"x_ptr": "*bf16", "gs_ptr": "*fp32", "q_ptr": "*u8", "s_ptr": "*u8"}
     row = compile_kernel(nvfp4_quantize_rows_kernel, ptrs, {"BLOCK_G": 64}, cc, 4, 1,
-                         ("n_cols", "stride_x", "stride_q", "stride_s"))
+                         ("n_cols", "stride_x", "stride_q", "stride_s"), options=QUANTIZE_LAUNCH_OPTIONS)
     row.pop("_sass")
     return {"kernel": "nvfp4_quantize_rows", "config": "G64", **row}
 
@@ -414,6 +421,9 @@ def row_problems(r: dict) -> list[str]:
     if r.get("n_spill_stores") or r.get("local_bytes"):
         bad.append(f"register spills: {r.get('n_spill_stores')} STL, {r.get('local_bytes')} B local")
     k = r["kernel"]
+    if k == "nvfp4_quantize_rows" and (r.get("n_div_approx_f32", 1) or r.get("n_fma_f32", 1)):
+        bad.append(f"quantizer not bit-exact: {r.get('n_div_approx_f32')} approximate divisions, "
+                   f"{r.get('n_fma_f32')} fp32 fma in its PTX")
     if k.endswith("native"):
         if not (r["key_instruction"] and NVFP4_MMA_RE.fullmatch(r["key_instruction"]) and r["n_bf16_mma"] == 0):
             bad.append(f"no native NVFP4 mma: {r['key_instruction']}")

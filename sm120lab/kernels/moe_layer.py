@@ -25,7 +25,7 @@ from .moe_decode import moe_w4a16_decode_kernel
 from .moe_frag import launch_frag, launch_frag_w2_sum
 from .moe_gemm import A_BF16, A_FP4_DEQUANT, A_FP4_NATIVE, moe_nvfp4_gemm_kernel
 from .moe_sort import moe_sort
-from .nvfp4_tl import nvfp4_quantize_rows_kernel
+from .nvfp4_tl import QUANTIZE_LAUNCH_OPTIONS, nvfp4_quantize_rows_kernel
 from .plan import (  # noqa: F401  (the gates are re-exported: callers import them from here)
     MoEPlan,
     MoEShape,
@@ -90,7 +90,7 @@ def quantize_rows_nvfp4(x: torch.Tensor, gs: torch.Tensor):
     block_g = min(64, triton.next_power_of_2(k // 16))
     grid = (r, triton.cdiv(k // 16, block_g))
     nvfp4_quantize_rows_kernel[grid](x, gs, q, s, k, x.stride(0), q.stride(0), s.stride(0),
-                                     BLOCK_G=block_g, num_warps=4)
+                                     BLOCK_G=block_g, num_warps=4, **QUANTIZE_LAUNCH_OPTIONS)
     return q, s
 
 
@@ -101,6 +101,7 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
     a_mode = int(getattr(a_mode, "value", a_mode))
     bk = _block_k(cfg.BLOCK_K, k, "K")
     grid = (triton.cdiv(n, cfg.BLOCK_N), block_expert.numel())
+    fast = cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE.value
     moe_nvfp4_gemm_kernel[grid](
         a, a_scale, a_gs, data, scale, gs, out, topk_w, sorted_ids, block_expert,
         n, k, num_slots, a_row_div, n_up,
@@ -108,7 +109,7 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
         gs_stride, out.stride(0),
         A_MODE=a_mode, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing,
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=bk,
-        FAST=cfg.FAST and not interpreting() and a_mode != A_FP4_NATIVE.value,  # see moe_gemm
+        FAST=fast,  # see moe_gemm
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 

@@ -126,6 +126,10 @@ def e2m1_encode_f32(x):
     return m | (sign << 3)
 
 
+#: launch options of :func:`nvfp4_quantize_rows_kernel` (its bit-exactness needs them)
+QUANTIZE_LAUNCH_OPTIONS = {"enable_fp_fusion": False}
+
+
 @triton.jit
 def nvfp4_quantize_rows_kernel(x_ptr, gs_ptr, q_ptr, s_ptr, n_cols, stride_x, stride_q, stride_s,
                                BLOCK_G: tl.constexpr):
@@ -135,6 +139,12 @@ def nvfp4_quantize_rows_kernel(x_ptr, gs_ptr, q_ptr, s_ptr, n_cols, stride_x, st
     q [R, K/2] uint8 and scales s [R, K/16] uint8 (E4M3 bits). Formula (sm120lab.nvfp4.quantize):
     SF = e4m3_rn_satfinite(gs * (amax_b * f32(1/6))); s = 1/(SF * (1/gs)) (0 if SF == 0);
     q = e2m1_rn(x * s).
+
+    Bit-exact with it only when launched with :data:`QUANTIZE_LAUNCH_OPTIONS` (no fp fusion: otherwise
+    ``gs * t + 2**14`` in :func:`e4m3_rne_f32` becomes one fma) and with correctly rounded divisions
+    (``tl.div_rn``; Triton 3.6 lowers ``tl.fdiv(..., ieee_rounding=True)`` to the approximate
+    ``div.full.f32``, which put ``x * s`` one ulp below a rounding tie in 51 of 24,576 codes on the H200,
+    ``data/bench/aux/w4a4_replay_h200_2026-12-03.json``).
     """
     row = tl.program_id(0).to(tl.int64)
     g0 = tl.program_id(1) * BLOCK_G
@@ -148,10 +158,10 @@ def nvfp4_quantize_rows_kernel(x_ptr, gs_ptr, q_ptr, s_ptr, n_cols, stride_x, st
     inv6: tl.constexpr = 0.16666666666666666
     sf_f = e4m3_rne_f32(gs * (amax * inv6))
     sf = sf_f.to(tl.float8e4nv)
-    inv_gs = tl.fdiv(1.0, gs, ieee_rounding=True)
+    inv_gs = tl.div_rn(1.0, gs)
     denom = sf_f * inv_gs
     safe = tl.where(sf_f != 0.0, denom, 1.0)
-    out_scale = tl.where(sf_f != 0.0, tl.fdiv(tl.full(safe.shape, 1.0, tl.float32), safe, ieee_rounding=True), 0.0)
+    out_scale = tl.where(sf_f != 0.0, tl.div_rn(tl.full(safe.shape, 1.0, tl.float32), safe), 0.0)
     codes = e2m1_encode_f32(x * out_scale[:, None])
     pairs = tl.reshape(codes, (BLOCK_G, 8, 2))
     lo, hi = tl.split(pairs)
