@@ -135,3 +135,19 @@ def test_sass_digest_ignores_names_and_catches_any_changed_instruction():
     changed = sass_changes(old, [{**old[0], "sass_sha256": sass_digest(edited)}])
     assert len(changed) == 1 and changed[0].startswith("w2_frag f2w4 sm_90")
     assert len(sass_changes(old, [{**old[0], "config": "f4w4"}])) == 1  # a row the old table lacks
+
+
+def test_quantizer_row_fails_on_an_approximate_division_or_an_fma():
+    """The activation quantizer is bit-exact with quantize_nvfp4 only without approximate fp32 division and
+    without fp32 fma (Triton 3.6 emitted both on the H200: data/bench/aux/quantizer_ptx_triton3.6_sm90_before_fix.ptx);
+    the table's quantizer rows record neither, and a row that had one would fail."""
+    from sm120lab.archflags.kernel_aot import DIV_APPROX_RE, FMA_F32_RE
+
+    before = (ROOT / "data" / "bench" / "aux" / "quantizer_ptx_triton3.6_sm90_before_fix.ptx").read_text()
+    assert len(DIV_APPROX_RE.findall(before)) == 2 and len(FMA_F32_RE.findall(before)) == 1
+    assert not DIV_APPROX_RE.search("div.rn.f32 %r1, %r2, %r3;") and not FMA_F32_RE.search("fma.rn.f16x2 %r1;")
+    rows = [r for r in json.loads(TABLE.read_text())["rows"] if r["kernel"] == "nvfp4_quantize_rows"]
+    assert {r["cc"] for r in rows} == {120, 121}
+    assert all(r["n_div_approx_f32"] == 0 and r["n_fma_f32"] == 0 and not row_problems(r) for r in rows)
+    for key in ("n_div_approx_f32", "n_fma_f32"):
+        assert any("quantizer not bit-exact" in p for p in row_problems({**rows[0], key: 1}))
