@@ -49,7 +49,7 @@ pd.set_option("display.width", 200)
 
 # %% tags=["parameters"]
 # the recorded H200 run (path relative to notebooks/)
-bench_json = "../data/bench/moe_h200_2026-12-03_qwen3.5-397b-a17b_round6.json"
+bench_json = "../data/bench/moe_h200_2026-12-04_qwen3.5-397b-a17b_round7.json"
 # "auto": also time the layer live when this machine has a CUDA GPU; "off": recorded data only
 live = "auto"
 # T values timed live (the qwen3.5-397b-a17b layer needs ~20 GB of GPU memory for all contenders)

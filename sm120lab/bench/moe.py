@@ -43,9 +43,12 @@ OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop", "oai-matmul-ogs-mxfp4")
 BASELINE_CONFIGS = {1: ("m16n32k256w4s3", "m16n64k128w4s4"), 4: ("m16n64k128w4s4",) * 2,
                     16: ("m16n64k128w4s4",) * 2, 64: ("m16n64k128w4s4",) * 2, 256: ("m16n64k128w4s4",) * 2,
                     1024: ("m32n64k128w4s3f", "m32n64k128w4s3"), 4096: ("m128n64k64w8s2",) * 2}
-#: FAST (inline PTX) vs portable decode: same values and summation order; FMA contraction may differ
-#: and flip a bf16 rounding of the intermediate (2**-8 on one element); a wrong code or pairing gives ~1
-FAST_VS_PORTABLE_REL_OK = 1e-3
+#: the fragment / inline-PTX decode kernels vs the portable decode kernel: the same exact products, but other
+#: fp32 summation orders, so bf16 roundings of the intermediate and the output flip on some elements (2**-8 each).
+#: On the H200, 113 such comparisons (K up to 7168) gave 0 to 1.0e-3 (the largest: H=7168, I=2048, E=256, k=8,
+#: T=4, 2026-12-04), while each side is 2.2e-3 to 2.6e-3 from fp64; a wrong code, scale or pairing in a tile gives
+#: ~1. The bound sits at that bf16 rounding level (it was 1e-3, which the flips reached).
+FAST_VS_PORTABLE_REL_OK = 2.5e-3
 FLASHINFER_NOTE = (
     "FlashInfer cutlass_fused_moe (MXFP4 x bf16, SM90) not built: flashinfer.jit.fused_moe."
     "gen_cutlass_fused_moe_sm90_module() (0.6.5) compiles 181 CUDA sources; the first CUTLASS translation "

@@ -144,7 +144,7 @@ def nvfp4_quantize_rows_kernel(x_ptr, gs_ptr, q_ptr, s_ptr, n_cols, stride_x, st
     ``gs * t + 2**14`` in :func:`e4m3_rne_f32` becomes one fma) and with correctly rounded divisions
     (``tl.div_rn``; Triton 3.6 lowers ``tl.fdiv(..., ieee_rounding=True)`` to the approximate
     ``div.full.f32``, which put ``x * s`` one ulp below a rounding tie in 51 of 24,576 codes on the H200,
-    ``data/bench/aux/w4a4_replay_h200_2026-12-03.json``).
+    ``data/correctness/w4a4_replay_h200_2026-12-03.json``).
     """
     row = tl.program_id(0).to(tl.int64)
     g0 = tl.program_id(1) * BLOCK_G
