@@ -18,7 +18,10 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
   scales): ``variant-act-scale-up`` / ``variant-act-scale-down`` (E4M3 block scales rounded up /
   down instead of to nearest: libraries differ here), ``variant-act-gscale-per-expert`` (448*6 /
   amax over each expert's own rows), ``variant-act-gscale-per-token`` (dynamic, 448*6 / amax of
-  each row) and ``variant-act-gscale-pow2`` (the global scales rounded down to a power of two).
+  each row), ``variant-act-gscale-pow2`` (the global scales rounded down to a power of two) and
+  ``variant-act-recip-ulp-low`` (the output scale ``1/(SF/gs)`` one fp32 ulp low, as an approximate
+  division gives: products that land on an E2M1 rounding tie round down; Triton 3.6's ``tl.fdiv`` did this
+  on the H200, ``notes/triton_kernels.md``).
   :class:`ActQuantVariant` takes any combination (the property tests draw them at random).
 - ``SATURATING_VARIANTS``: ``variant-act-gscale-percentile`` (static global scales 448*6 / the
   99.99th percentile of |x|: the largest values saturate). Swept and recorded, but judged by the
@@ -40,7 +43,8 @@ from .grouping import grouped_moe_forward
 from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "ScaleRounding", "Variant",
+__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "Reciprocal",
+           "ScaleRounding", "Variant",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
@@ -129,6 +133,14 @@ class GlobalScale(StrEnum):
     POW2 = "pow2"                # gs = the contract's, rounded down to a power of two (nothing saturates)
 
 
+class Reciprocal(StrEnum):
+    """How an activation quantizer forms its output scale ``s = 1 / (SF_b / gs)``, which multiplies ``x``."""
+
+    EXACT = "exact"          # correctly rounded reciprocals (div.rn): the W4A4 contract, emulated-w4a4
+    ONE_ULP_LOW = "ulp-low"  # s one fp32 ulp low: an approximate division (div.full.f32 / rcp.approx), e.g. the
+    #                          Triton 3.6 lowering of tl.fdiv seen on the H200: x * s lands below E2M1 rounding ties
+
+
 def e4m3_round(x: torch.Tensor, rounding: ScaleRounding = ScaleRounding.NEAREST) -> torch.Tensor:
     """Non-negative fp32 -> float8_e4m3fn with ``rounding``; values above 448 saturate in every mode."""
     near = e4m3_round_satfinite(x)
@@ -145,7 +157,8 @@ def e4m3_round(x: torch.Tensor, rounding: ScaleRounding = ScaleRounding.NEAREST)
 
 
 def fake_quant_nvfp4(x: torch.Tensor, gs: torch.Tensor, *, block: int = NVFP4_BLOCK,
-                     rounding: ScaleRounding = ScaleRounding.NEAREST) -> torch.Tensor:
+                     rounding: ScaleRounding = ScaleRounding.NEAREST,
+                     reciprocal: Reciprocal = Reciprocal.EXACT) -> torch.Tensor:
     """``dequant(quant(x))`` in fp32 with a chosen block size and block-scale rounding.
 
     ``SF_b = e4m3_round(gs * amax_b / 6)``, ``q = e2m1_rn_satfinite(x / (SF_b / gs))``,
@@ -156,6 +169,7 @@ def fake_quant_nvfp4(x: torch.Tensor, gs: torch.Tensor, *, block: int = NVFP4_BL
         x: [..., K], K a multiple of ``block``. gs: fp32 global scale broadcastable to ``x.shape[:-1] + (1,)``.
         block: elements per block scale (16 for NVFP4; a planted fault uses 32).
         rounding: :class:`ScaleRounding` of the block scales.
+        reciprocal: :class:`Reciprocal` of the output scale ``1 / (SF_b / gs)``.
 
     Returns:
         fp32 tensor of ``x``'s shape.
@@ -171,6 +185,8 @@ def fake_quant_nvfp4(x: torch.Tensor, gs: torch.Tensor, *, block: int = NVFP4_BL
     denom = sf * torch.reciprocal(gs_b)
     inv = torch.where(sf != 0, torch.reciprocal(torch.where(sf != 0, denom, torch.ones_like(denom))),
                       torch.zeros_like(denom))
+    if reciprocal == Reciprocal.ONE_ULP_LOW:
+        inv = torch.nextafter(inv, torch.zeros_like(inv))
     codes = e2m1_encode(blocks * inv.unsqueeze(-1))
     return ((e2m1_decode(codes) * sf.unsqueeze(-1)) / gs_b.unsqueeze(-1)).reshape(xf.shape)
 
@@ -183,12 +199,13 @@ def _gs_of(m: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRounding.NEAREST,
                  gscale: GlobalScale = GlobalScale.PER_LAYER, block: int = NVFP4_BLOCK,
-                 quantile: float = 0.9999) -> torch.Tensor:
+                 quantile: float = 0.9999, reciprocal: Reciprocal = Reciprocal.EXACT) -> torch.Tensor:
     """The W4A4 MoE forward (fp32 math, NVFP4 weights) with a chosen activation quantizer -> [T, H] fp32.
 
     Hidden states are quantized before the first GEMM, the bf16-rounded SiLU*up intermediate
     before the second (as ``emulated-w4a4``), each with ``fake_quant_nvfp4(block, rounding)`` and
-    the global scale ``gscale`` picks (``quantile`` for :attr:`GlobalScale.PERCENTILE`).
+    the global scale ``gscale`` picks (``quantile`` for :attr:`GlobalScale.PERCENTILE`) and the output
+    scale's ``reciprocal``.
     """
     f32 = torch.float32
     hidden = problem.hidden.float()
@@ -201,7 +218,7 @@ def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRoundi
 
     def dynamic(rows: torch.Tensor, per_row: bool) -> torch.Tensor:
         amax = rows.abs().amax(dim=-1, keepdim=True) if per_row else rows.abs().amax()
-        return fake_quant_nvfp4(rows, _gs_of(amax, rows), block=block, rounding=rounding)
+        return fake_quant_nvfp4(rows, _gs_of(amax, rows), block=block, rounding=rounding, reciprocal=reciprocal)
 
     if gscale == GlobalScale.POW2:
         a1, a2 = (torch.exp2(torch.floor(torch.log2(g.float()))) for g in (a1, a2))
@@ -214,8 +231,9 @@ def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRoundi
         mid_quant = lambda e, act: dynamic(act.to(torch.bfloat16).float(), per_row)  # noqa: E731
         act_quant = None
     else:
-        x = fake_quant_nvfp4(hidden, a1, block=block, rounding=rounding)
-        act_quant = lambda a: fake_quant_nvfp4(a.to(torch.bfloat16), a2, block=block, rounding=rounding)  # noqa: E731
+        x = fake_quant_nvfp4(hidden, a1, block=block, rounding=rounding, reciprocal=reciprocal)
+        act_quant = lambda a: fake_quant_nvfp4(a.to(torch.bfloat16), a2, block=block, rounding=rounding,  # noqa: E731
+                                               reciprocal=reciprocal)
     return grouped_moe_forward(x, problem.topk_ids, topk_weights, problem.config.E,
                                lambda e: dequantize_expert(problem.w13, e, f32),
                                lambda e: dequantize_expert(problem.w2, e, f32),
@@ -228,15 +246,17 @@ class ActQuantVariant(Variant):
     numerics = "w4a4"
 
     def __init__(self, rounding: ScaleRounding = ScaleRounding.NEAREST, gscale: GlobalScale = GlobalScale.PER_LAYER,
-                 quantile: float = 0.9999, name: str | None = None):
+                 quantile: float = 0.9999, name: str | None = None, reciprocal: Reciprocal = Reciprocal.EXACT):
         self.rounding, self.gscale, self.quantile = ScaleRounding(rounding), GlobalScale(gscale), float(quantile)
+        self.reciprocal = Reciprocal(reciprocal)
         q = f" (q={self.quantile:g})" if self.gscale == GlobalScale.PERCENTILE else ""
-        self.difference = f"activation block scales rounded {self.rounding}, {self.gscale} global scales{q}"
-        self.name = name or f"variant-act-{self.rounding}-{self.gscale}"
+        r = "" if self.reciprocal == Reciprocal.EXACT else f", output scales {self.reciprocal}"
+        self.difference = f"activation block scales rounded {self.rounding}, {self.gscale} global scales{q}{r}"
+        self.name = name or f"variant-act-{self.rounding}-{self.gscale}" + ("" if not r else f"-{self.reciprocal}")
 
     def run(self, problem, out):
         out.copy_(w4a4_forward(problem, problem.topk_weights, rounding=self.rounding, gscale=self.gscale,
-                               quantile=self.quantile))
+                               quantile=self.quantile, reciprocal=self.reciprocal))
         return {"difference": self.difference}
 
 
@@ -256,11 +276,12 @@ PerExpertGlobalScale = _quantizer("PerExpertGlobalScale", "variant-act-gscale-pe
                                   gscale=GlobalScale.PER_EXPERT)
 PerTokenGlobalScale = _quantizer("PerTokenGlobalScale", "variant-act-gscale-per-token", gscale=GlobalScale.PER_TOKEN)
 Pow2GlobalScale = _quantizer("Pow2GlobalScale", "variant-act-gscale-pow2", gscale=GlobalScale.POW2)
+ApproxReciprocal = _quantizer("ApproxReciprocal", "variant-act-recip-ulp-low", reciprocal=Reciprocal.ONE_ULP_LOW)
 
 
 #: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage
 QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
-                                                 PerTokenGlobalScale, Pow2GlobalScale)
+                                                 PerTokenGlobalScale, Pow2GlobalScale, ApproxReciprocal)
 VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights,
                                        *QUANTIZER_VARIANTS)
 #: calibrations that saturate activations (a static percentile scale clips the largest values):
