@@ -132,14 +132,27 @@ def test_self_check_diffs_are_the_two_controls(run):
     assert text[1].split() == ["unwritten", "output", "linear", "verdict=garbage", "silent=True"]
 
 
+def test_triton_quantizer_diff_without_a_gpu_is_one_skipped_entry():
+    from sm120lab.moe.quantizer_diff import triton_quantize_diffs
+
+    (d,) = triton_quantize_diffs(torch.randn(4, 32).bfloat16(), torch.tensor([100.0]))
+    assert d.status == "skipped" and d.reason == "needs a CUDA GPU" and d.name == "sm120lab Triton quantizer"
+
+
 def test_quantizer_gpu_text():
     ran = QuantizerDiff(name="fi", layout="linear", status="ran", byte_match=0.5, code_match=0.25, scale_match=1.0,
                         verdict="garbage", silent=True, note="n")
     skipped = QuantizerDiff(name="fi", layout="-", status="skipped", reason="needs a CUDA GPU")
     assert lesson.quantizer_gpu_text([ran], "cuda") == \
         "fi linear: garbage (bytes 0.5000, codes 0.2500, scales 1.0000) silent=True n"
-    assert lesson.quantizer_gpu_text([skipped], "cpu") == f"FlashInfer fp4_quantize diff not run: {lesson.NO_GPU}"
-    assert lesson.quantizer_gpu_text([skipped], "cuda") == "FlashInfer fp4_quantize diff not run: needs a CUDA GPU"
+    assert lesson.quantizer_gpu_text([skipped], "cpu") == f"fi: not run ({lesson.NO_GPU})"
+    assert lesson.quantizer_gpu_text([skipped], "cuda") == "fi: not run (needs a CUDA GPU)"
+    # one line per reason, naming every quantizer it stopped (the notebook's CPU run: FlashInfer and Triton)
+    tq = QuantizerDiff(name="sm120lab Triton quantizer", layout="linear", status="skipped", reason="needs a CUDA GPU")
+    assert lesson.quantizer_gpu_text([skipped, skipped, tq], "cpu") == \
+        f"fi, sm120lab Triton quantizer: not run ({lesson.NO_GPU})"
+    no_fi = QuantizerDiff(name="fi", layout="-", status="skipped", reason="flashinfer not importable (ImportError)")
+    assert lesson.quantizer_gpu_text([no_fi, ran], "cuda").splitlines()[1] == "fi: not run (flashinfer not importable (ImportError))"
 
 
 def test_recorded_gpu_runs_text(tmp_path):

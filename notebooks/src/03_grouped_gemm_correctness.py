@@ -29,7 +29,7 @@ from sm120lab.moe.backends import all_backends
 from sm120lab.moe.faults import all_faults
 from sm120lab.moe.harness import check, default_device
 from sm120lab.moe.plots import plot_expert_bars, plot_expert_load, plot_heatmap, plot_histograms, plot_output_row
-from sm120lab.moe.quantizer_diff import flashinfer_fp4_quantize_diffs, self_check_diffs
+from sm120lab.moe.quantizer_diff import flashinfer_fp4_quantize_diffs, self_check_diffs, triton_quantize_diffs
 from sm120lab.runs import answer, results
 
 # %% tags=["parameters"]
@@ -159,12 +159,14 @@ print(lesson.fault_summary_text(result, "fault-linear-as-swizzled"))
 # quantizer's packed E2M1 bytes and E4M3 scale bytes are compared with `sm120lab.nvfp4`: our own
 # quantizer (must be `correct`), a quantizer that returns without writing its outputs (what
 # FlashInfer 0.6.5's `fp4_quantize` does on SM90: a *silent* failure), and, where a GPU and
-# FlashInfer are present, FlashInfer's `fp4_quantize` in both scale layouts.
+# FlashInfer are present, FlashInfer's `fp4_quantize` in both scale layouts; on a GPU also the
+# workbook's own Triton quantizer as this machine's Triton compiles it (under Triton 3.6 an
+# approximate division once made it miss rounding ties).
 
 # %%
 gs = problem.a1_gscale.reshape(1)   # the activations' static per-tensor global scale
 demo = self_check_diffs(problem.hidden, gs)
-gpu_diffs = flashinfer_fp4_quantize_diffs(problem.hidden, gs)
+gpu_diffs = flashinfer_fp4_quantize_diffs(problem.hidden, gs) + triton_quantize_diffs(problem.hidden, gs)
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -185,12 +185,18 @@ def quantizer_demo_text(diffs: list) -> str:
 
 
 def quantizer_gpu_text(diffs: list, device: str) -> str:
-    """Section 6: FlashInfer's ``fp4_quantize`` diffs that ran (matching bytes, codes, scales), then each
-    distinct reason one did not (:data:`NO_GPU` on a CPU-only run)."""
+    """Section 6: the GPU quantizer diffs that ran (FlashInfer's ``fp4_quantize``, the workbook's Triton
+    quantizer: matching bytes, codes, scales), then one line per distinct reason naming the ones that did not
+    (:data:`NO_GPU` on a CPU-only run)."""
     lines = [f"{d.name} {d.layout}: {d.verdict} (bytes {d.byte_match:.4f}, codes {d.code_match:.4f}, "
              f"scales {d.scale_match:.4f}) silent={d.silent} {d.note}" for d in diffs if d.status == "ran"]
-    for why in {d.reason for d in diffs if d.status != "ran"}:
-        lines.append(f"FlashInfer fp4_quantize diff not run: {NO_GPU if device == 'cpu' else why}")
+    not_run: dict[str, list[str]] = {}
+    for d in diffs:
+        if d.status != "ran":
+            names = not_run.setdefault(NO_GPU if device == "cpu" else d.reason, [])
+            if d.name not in names:
+                names.append(d.name)
+    lines += [f"{', '.join(names)}: not run ({why})" for why, names in not_run.items()]
     return "\n".join(lines)
 
 

@@ -20,7 +20,8 @@ from sm120lab.nvfp4.quantize import default_global_scale
 
 from .verdict import Verdict
 
-__all__ = ["QuantizerDiff", "compare_nvfp4_bytes", "diff_quantizer", "flashinfer_fp4_quantize_diffs", "self_check_diffs"]
+__all__ = ["QuantizerDiff", "compare_nvfp4_bytes", "diff_quantizer", "flashinfer_fp4_quantize_diffs", "self_check_diffs",
+           "triton_quantize_diffs"]
 
 
 @dataclass
@@ -157,3 +158,33 @@ def flashinfer_fp4_quantize_diffs(x: torch.Tensor, gscale: torch.Tensor | None =
             res.note = (res.note + "; " if res.note else "") + known
         out.append(res)
     return out
+
+
+def triton_quantize_diffs(x: torch.Tensor, gscale: torch.Tensor) -> list[QuantizerDiff]:
+    """The workbook's own Triton activation quantizer (W4A4's a1/a2,
+    :func:`sm120lab.kernels.moe_layer.quantize_rows_nvfp4`, linear scales) vs ``quantize_nvfp4``, compiled by
+    this machine's Triton for its GPU. Its contract is ``correct`` (every byte): under Triton 3.6 on an H200 an
+    approximate division made it ``degraded`` (51 of 24,576 codes one step off at rounding ties), until the
+    kernel used ``tl.div_rn`` (``notes/triton_kernels.md``, seventh round).
+
+    Args:
+        x: activations [M, K] (K a multiple of 16) on a CUDA device.
+        gscale: the per-tensor global scale (one element).
+
+    Returns:
+        One entry; ``skipped`` with a one-line reason without a CUDA GPU or Triton.
+    """
+    name = "sm120lab Triton quantizer"
+    if not x.is_cuda:
+        return [QuantizerDiff(name=name, layout="linear", status="skipped", reason="needs a CUDA GPU")]
+    try:
+        import triton
+
+        from sm120lab.kernels.moe_layer import quantize_rows_nvfp4
+    except Exception as exc:  # ImportError or a broken install
+        return [QuantizerDiff(name=name, layout="linear", status="skipped",
+                              reason=f"triton not importable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")]
+    g = gscale.float().reshape(1).to(x.device)
+    res = diff_quantizer(lambda a, _g: quantize_rows_nvfp4(a.contiguous(), g), x, g, layout="linear",
+                         name=f"{name} (Triton {triton.__version__})")
+    return [res]
