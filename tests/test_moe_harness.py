@@ -12,7 +12,7 @@ from sm120lab.moe import ROUTINGS, make_moe_problem
 from sm120lab.moe.backends import Backend, Needs, all_backends
 from sm120lab.moe.faults import FAULTS, judge_fault
 from sm120lab.moe.harness import check
-from sm120lab.moe.verdict import Verdict
+from sm120lab.moe.verdict import SHARED_CELL_SHARE, Verdict
 
 
 @pytest.mark.parametrize("routing", ROUTINGS)
@@ -210,7 +210,17 @@ def test_mixing_error_at_top2_names_every_affected_token(seed):
     rep = check(p, [_CellBug("mixed-weights", swap_weights)]).reports["mixed-weights"]
     assert rep.verdict == Verdict.GARBAGE, rep.reasons
     assert rep.flagged_tokens == mixed, rep.reasons
-    assert set(rep.flagged_experts) == _experts_of(p, mixed), rep.reasons
+    experts = _experts_of(p, mixed)
+    if rep.shared:
+        # the documented rule (sm120lab.moe.verdict, SHARED_CELL_SHARE): when the deviating experts hold nearly
+        # every routed cell, the harness cannot single them out and names every routed expert. CI seed 588494009
+        # drew it: the 5 mixed tokens touch 6 of 7 routed experts, 97.9% of the cells; expert 1 has one cell.
+        ids = p.topk_ids.reshape(-1)
+        share = sum(int((ids == e).sum()) for e in experts) / ids.numel()
+        assert share >= SHARED_CELL_SHARE, (share, rep.reasons)
+        assert set(rep.flagged_experts) == {int(e) for e in ids.unique()}, rep.reasons
+    else:
+        assert set(rep.flagged_experts) == experts, rep.reasons
 
 
 def test_every_verdict_records_its_seed_and_replays(seed):
