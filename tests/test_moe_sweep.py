@@ -331,6 +331,23 @@ def test_an_approximate_reciprocal_beyond_the_kernels_strict_bound_is_correct(se
     assert res.reports[v.name].verdict == Verdict.CORRECT
 
 
+def test_per_expert_global_scale_on_a_two_cell_expert_is_not_systematic():
+    """CI seed 963338572 drew tiny/hot seed 963338578: expert 6 served two cells, where emulated-w4a4's error
+    happened to be 0.026 on the larger one (0.13-0.19 on the other experts) and per-expert global scales give
+    0.26: 9.1x that expert's band, a false systematic expert. The band of an expert with at most two cells is
+    now at least half the routed experts' median (verdict.w4a4_expert_band)."""
+    from sm120lab.moe.variants import PerExpertGlobalScale
+    from sm120lab.moe.verdict import W4A4_EXPERT_Z, pooled_deviation, w4a4_expert_band
+
+    p = problem_of("tiny", "hot", 963338578)
+    v = PerExpertGlobalScale()
+    rep = check(p, [v], keep_output=False).reports[v.name]
+    assert rep.verdict != Verdict.GARBAGE and not rep.flagged_experts, rep.reasons
+    raw = rep.expert_band[6]
+    assert int((p.topk_ids == 6).sum()) == 2 and w4a4_expert_band(rep)[6] > 2 * raw
+    assert pooled_deviation(rep)[6] / raw > W4A4_EXPERT_Z  # what the raw band called systematic
+
+
 @pytest.mark.parametrize("family,seed", [("uniform", 319839912), ("hot", 319839912), ("hot", 7000092)])
 def test_offset_fault_is_observable_and_pinned(family, seed):
     """CI seed 319839910 drew the first two: the target group's last token was also routed to the next
