@@ -292,6 +292,7 @@ def test_an_approximate_reciprocal_flips_ties_and_is_not_garbage(seed):
     1837863647: 0.86 e_a), so the harness judges such a backend by its envelope, where it is never garbage."""
     from sm120lab.moe.metrics import output_diff
     from sm120lab.moe.variants import ApproxReciprocal, Reciprocal, fake_quant_nvfp4
+    from sm120lab.nvfp4 import quantize_nvfp4
 
     ratios, moved_total = [], 0
     for s in range(seed, seed + 8):
@@ -300,7 +301,14 @@ def test_an_approximate_reciprocal_flips_ties_and_is_not_garbage(seed):
         exact = fake_quant_nvfp4(x, p.a1_gscale)
         low = fake_quant_nvfp4(x, p.a1_gscale, reciprocal=Reciprocal.ONE_ULP_LOW)
         moved = exact != low
-        assert int(moved.sum()) < 5e-3 * x.numel(), int(moved.sum())  # ties only (26 of 24,576 at seed 0)
+        # only values whose product x * s sits on an E2M1 rounding threshold, to within an fp32 ulp, move
+        # (26 of 24,576 at seed 0; up to 167 at other seeds)
+        sf = quantize_nvfp4(x, p.a1_gscale).linear_scale().float()
+        s_exact = 1.0 / (sf * (1.0 / p.a1_gscale.float()))
+        prod = (x.reshape(*sf.shape, 16).abs() * s_exact.unsqueeze(-1)).reshape(x.shape)[moved]
+        thresholds = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+        gap = (prod.unsqueeze(-1) - thresholds).abs().amin(-1)
+        assert bool((gap <= 2.0 ** -21 * prod).all()), (s, gap.max())
         moved_total += int(moved.sum())
         # each moved value is one E2M1 step smaller in magnitude (0.5 -> 0 included), never of the other sign
         e, lo = exact[moved], low[moved]
