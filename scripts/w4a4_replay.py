@@ -39,23 +39,8 @@ def _parse():
     ap.add_argument("--out", default=None, help="also write the report here (JSON)")
     ap.add_argument("--repeat", type=int, default=4, help="run the kernel path this many times: do outputs agree bit for bit?")
     ap.add_argument("--sweep", type=int, default=0,
-                    help="also run the bench's whole-output check on this many further seeds (seed+1 ...)")
+                    help="also run the bench's whole-output check (bench.moe.w4a4_vs_emulated) on this many further seeds")
     return ap.parse_args()
-
-
-def _check_ratio(p, fused_moe_nvfp4, emulated) -> float:
-    """The bench's W4A4 check on problem ``p``: rel(ours, emulated) / rel(emulated, fp64); it fails at ``W4A4_REL_FRACTION_OK``."""
-    import torch
-
-    from sm120lab.moe.reference import moe_reference
-    from sm120lab.nvfp4.quant_error import relative_error
-
-    emu = torch.empty(p.hidden.shape, dtype=torch.float32, device=p.hidden.device)
-    emulated.run(p, emu)
-    ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
-    out = fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4", a1_gscale=p.a1_gscale,
-                          a2_gscale=p.a2_gscale, _poison=True)
-    return relative_error(emu, out) / relative_error(ref, emu)
 
 
 def _differ(codes, scales, q) -> dict:
@@ -69,12 +54,11 @@ def _differ(codes, scales, q) -> dict:
 def _quantizer_ptx_facts() -> list[dict]:
     """Approximate fp32 divisions and fp32 fma in the PTX of each compiled activation quantizer of this process
     (both must be 0 for bit-exactness, :func:`sm120lab.archflags.kernel_aot.compile_quant`)."""
-    from sm120lab.archflags.kernel_aot import DIV_APPROX_RE, FMA_F32_RE
+    from sm120lab.archflags.kernel_aot import division_facts
     from sm120lab.kernels.nvfp4_tl import nvfp4_quantize_rows_kernel as fn
 
     caches = getattr(fn, "device_caches", {})  # a compiled kernel's cache (not under the interpreter)
-    return [{"n_div_approx_f32": len(DIV_APPROX_RE.findall(k.asm["ptx"])), "n_fma_f32": len(FMA_F32_RE.findall(k.asm["ptx"])),
-             "n_div_rn_f32": k.asm["ptx"].count("div.rn.f32")}
+    return [{**division_facts(k.asm["ptx"]), "n_div_rn_f32": k.asm["ptx"].count("div.rn.f32")}
             for cache in caches.values() for k in cache[0].values()]
 
 
@@ -163,12 +147,13 @@ def main() -> int:
                                   for s in worst]}
     if args.sweep:
         from sm120lab.bench.check import W4A4_REL_FRACTION_OK
-        from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4
+        from sm120lab.bench.moe import w4a4_vs_emulated
 
         ratios = {}
         for s in range(args.seed + 1, args.seed + 1 + args.sweep):
             q = make_moe_problem(args.preset, tokens=args.tokens, routing=args.routing, seed=s, device=dev)
-            ratios[s] = _check_ratio(q, fused_moe_nvfp4, EmulatedW4A4())
+            _, d_emu, d_ref = w4a4_vs_emulated(q)
+            ratios[s] = d_emu / d_ref
         rep["sweep"] = {"seeds": args.sweep, "fail_at": W4A4_REL_FRACTION_OK,
                         "failed": {k: v for k, v in ratios.items() if v >= W4A4_REL_FRACTION_OK},
                         "max_ratio": max(ratios.values()), "median_ratio": sorted(ratios.values())[len(ratios) // 2]}

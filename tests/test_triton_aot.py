@@ -141,10 +141,10 @@ def test_quantizer_row_fails_on_an_approximate_division_or_an_fma():
     """The activation quantizer is bit-exact with quantize_nvfp4 only without approximate fp32 division and
     without fp32 fma (Triton 3.6 emitted both on the H200: data/bench/aux/quantizer_ptx_triton3.6_sm90_before_fix.ptx);
     the table's quantizer rows record neither, and a row that had one would fail."""
-    from sm120lab.archflags.kernel_aot import DIV_APPROX_RE, FMA_F32_RE
+    from sm120lab.archflags.kernel_aot import DIV_APPROX_RE, FMA_F32_RE, division_facts
 
     before = (ROOT / "data" / "bench" / "aux" / "quantizer_ptx_triton3.6_sm90_before_fix.ptx").read_text()
-    assert len(DIV_APPROX_RE.findall(before)) == 2 and len(FMA_F32_RE.findall(before)) == 1
+    assert division_facts(before) == {"n_div_approx_f32": 2, "n_fma_f32": 1}
     assert not DIV_APPROX_RE.search("div.rn.f32 %r1, %r2, %r3;") and not FMA_F32_RE.search("fma.rn.f16x2 %r1;")
     rows = [r for r in json.loads(TABLE.read_text())["rows"] if r["kernel"] == "nvfp4_quantize_rows"]
     assert {r["cc"] for r in rows} == {120, 121}

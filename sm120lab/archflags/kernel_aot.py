@@ -40,6 +40,12 @@ BF16X2_MUL_RE = re.compile(r"mul\.rn\.bf16x2")
 DIV_APPROX_RE = re.compile(r"\bdiv\.(?:full|approx)(?:\.ftz)?\.f32\b")
 FMA_F32_RE = re.compile(r"\bfma\.rn(?:\.ftz)?\.f32\b")
 
+
+def division_facts(ptx: str) -> dict:
+    """Approximate fp32 divisions and fp32 fma in ``ptx`` (the quantizer's bit-exactness needs 0 of each)."""
+    return {"n_div_approx_f32": len(DIV_APPROX_RE.findall(ptx)), "n_fma_f32": len(FMA_F32_RE.findall(ptx))}
+
+
 # A_MODE values, the same objects the GEMM kernel compares against (sm120lab.kernels.moe_gemm)
 _A_BF16, _A_FP4_DEQUANT, _A_FP4_NATIVE = 0, 1, 2
 
@@ -220,7 +226,7 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
         "n_spill_loads": len(re.findall(r"\bLDL\b", sass)) if sass else None,
         "key_instruction": key, "n_nvfp4_mma": len(NVFP4_MMA_RE.findall(ptx)),
         "n_bf16_mma": len(BF16_MMA_RE.findall(ptx)), "n_bf16x2_mul": len(BF16X2_MUL_RE.findall(ptx)),
-        "n_div_approx_f32": len(DIV_APPROX_RE.findall(ptx)), "n_fma_f32": len(FMA_F32_RE.findall(ptx)),
+        **division_facts(ptx),
         "compile_s": round(dt, 2), "sass_sha256": sass_digest(sass), "_sass": sass,
     }
 

@@ -110,6 +110,29 @@ def _check_case(layer, packed, plan, gen, label: str, portable: bool) -> dict:
     return row
 
 
+def w4a4_vs_emulated(p, ref: torch.Tensor | None = None) -> tuple[torch.Tensor, float, float]:
+    """The baseline W4A4 case of :func:`check_layer` on problem ``p``: ours (``fused_moe_nvfp4(mode="w4a4")``,
+    internal buffers poisoned) against ``emulated-w4a4`` (output poisoned with SENTINEL), and the emulation
+    against the fp64 reference ``ref`` (computed here if None).
+
+    Returns:
+        (ours' output, rel(ours, emulated), rel(emulated, fp64)); the case passes when the output is written
+        and the second value is below ``W4A4_REL_FRACTION_OK`` x the third.
+    """
+    from ..constants import SENTINEL
+    from ..kernels.moe_layer import fused_moe_nvfp4
+    from ..moe.backends.emulated_w4a4 import EmulatedW4A4
+    from ..moe.reference import moe_reference
+
+    if ref is None:
+        ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
+    emu = torch.full(p.hidden.shape, SENTINEL, dtype=torch.float32, device=p.hidden.device)
+    EmulatedW4A4().run(p, emu)
+    out = fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4",
+                          a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
+    return out, _rel(out, emu), _rel(emu, ref)
+
+
 def check_layer(layer, packed, seed: int, plans: dict, log: Callable[[str], None] = print) -> list[dict]:
     """Correctness of ours (and the baseline's W4A4) on this GPU; one dict per case, ``ok`` per case.
 
@@ -121,11 +144,10 @@ def check_layer(layer, packed, seed: int, plans: dict, log: Callable[[str], None
     - the ``small`` preset: ours vs fp64 reference, and the baseline's W4A4 vs emulated-w4a4.
     """
     from ..constants import SENTINEL
-    from ..kernels.moe_layer import fused_moe_nvfp4, fused_moe_packed
+    from ..kernels.moe_layer import fused_moe_packed
     from ..kernels.plan import Path as KernelPath
     from ..kernels.plan import plan_moe
     from ..kernels.prepack import prepare_moe_weights, unpack_moe_weights
-    from ..moe.backends.emulated_w4a4 import EmulatedW4A4
     from ..moe.problem import make_moe_problem
     from ..moe.reference import moe_reference
 
@@ -160,11 +182,7 @@ def check_layer(layer, packed, seed: int, plans: dict, log: Callable[[str], None
                    "ok": _written(out) and rel < W4A16_REL_OK}
             res.append(row)
             log(str(row))
-        emu = torch.full((t, p.config.H), SENTINEL, dtype=torch.float32, device="cuda")
-        EmulatedW4A4().run(p, emu)
-        out = fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4",
-                              a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
-        d_emu, d_ref = _rel(out, emu), _rel(emu, ref)
+        out, d_emu, d_ref = w4a4_vs_emulated(p, ref)
         row = {"case": f"small/{routing} T={t} baseline w4a4", "rel_vs_emulated_w4a4": d_emu,
                "rel_emulated_vs_fp64": d_ref, "ok": _written(out) and d_emu < W4A4_REL_FRACTION_OK * d_ref}
         res.append(row)

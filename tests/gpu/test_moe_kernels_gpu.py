@@ -184,26 +184,20 @@ def test_activation_quantizer_is_bit_exact_on_the_gpu(seed):
 
 @pytest.mark.parametrize("first", [1837863647, None], ids=["h200-failure", "fresh"])
 def test_w4a4_layer_stays_near_its_emulation_over_seeds(first, seed):
-    """The bench's W4A4 check (ours vs ``emulated-w4a4``, within ``W4A4_REL_FRACTION_OK`` of the emulation's
+    """The bench's W4A4 check (``bench.moe.w4a4_vs_emulated``: ours vs ``emulated-w4a4``, within ``W4A4_REL_FRACTION_OK`` of the emulation's
     own error against fp64) on 40 consecutive seeds of the ``small`` preset at T=96, uniform routing: the
     seed that failed on the H200 on 2026-12-03 and its 39 successors (3 of 150 failed then), and 40 fresh."""
     from sm120lab.bench.check import W4A4_REL_FRACTION_OK
-    from sm120lab.kernels.moe_layer import fused_moe_nvfp4
-    from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4
+    from sm120lab.bench.moe import w4a4_vs_emulated
     from sm120lab.moe.problem import make_moe_problem
-    from sm120lab.moe.reference import moe_reference
 
     start = seed if first is None else first
     ratios = {}
     for s in range(start, start + 40):
         p = make_moe_problem("small", tokens=96, routing="uniform", seed=s, device="cuda")
-        emu = torch.empty(p.hidden.shape, dtype=torch.float32, device="cuda")
-        EmulatedW4A4().run(p, emu)
-        ref = moe_reference(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, dtype=torch.float64)
-        out = fused_moe_nvfp4(p.hidden, p.topk_ids, p.topk_weights, p.w13, p.w2, mode="w4a4",
-                              a1_gscale=p.a1_gscale, a2_gscale=p.a2_gscale, _poison=True)
+        out, d_emu, d_ref = w4a4_vs_emulated(p)
         assert bool(torch.isfinite(out).all()), s
-        ratios[s] = _rel(out, emu) / _rel(emu, ref)
+        ratios[s] = d_emu / d_ref
     worst = max(ratios, key=ratios.get)
     print(f"w4a4/emulated over 40 seeds from {start}: worst {ratios[worst]:.3f} at seed {worst}")
     assert ratios[worst] < W4A4_REL_FRACTION_OK, (worst, ratios[worst])
