@@ -112,8 +112,15 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
 
     if args.sweep < 1:
         raise SystemExit(f"--sweep: expected a positive number of problems, got {args.sweep}")
-    presets = [p for p in args.preset.split(",") if p]
-    families = list(FAMILIES) if args.routing == "all" else [r for r in args.routing.split(",") if r]
+    presets = [p.strip() for p in args.preset.split(",") if p.strip()]
+    families = list(FAMILIES) if args.routing.strip() == "all" else [r.strip() for r in args.routing.split(",")
+                                                                     if r.strip()]
+    empty = (f"--preset: expected a preset name or a comma list of them, got {args.preset!r}" if not presets else
+             f"--routing: expected 'all' or a comma list of {', '.join(FAMILIES)}, got {args.routing!r}"
+             if not families else None)
+    if empty:  # an empty list would be a clean sweep of 0 problems
+        print(empty, file=sys.stderr)
+        return 2
     from sm120lab.envinfo import collect
 
     env = collect()  # the code and packages the sweep runs with (the commit may move during a long sweep)
@@ -151,7 +158,7 @@ def _memory_error(args, device: str) -> str | None:
     """One line when the preset(s) and --tokens do not fit in ``device``'s free memory (estimated first)."""
     from sm120lab.moe.problem import PRESETS, memory_error
 
-    presets = [p for p in args.preset.split(",") if p] if args.sweep is not None else [args.preset]
+    presets = [p.strip() for p in args.preset.split(",")] if args.sweep is not None else [args.preset]
     for preset in presets:
         if preset in PRESETS:
             tokens = None if args.sweep is not None or args.routing == "single" else args.tokens

@@ -8,6 +8,7 @@ that earlier run) is given.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -84,10 +85,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         notebooks = discover_notebooks(args.notebooks_dir, args.only)
     except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
+        print(exc, file=sys.stderr)  # one line: rich would wrap it at the terminal width
         return 2
     if not notebooks:
-        console.print("[red]no notebooks found[/red]")
+        print(f"--notebooks-dir: expected a folder of NN_name.ipynb notebooks, found none in "
+              f"{args.notebooks_dir or 'the checkout'}", file=sys.stderr)
         return 2
     params = load_params(args.parameter, args.params)
     try:

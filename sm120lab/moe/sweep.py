@@ -119,6 +119,8 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     bad = [f for f in families if f not in FAMILIES]
     if bad:
         raise ValueError(f"families must be among {FAMILIES}, got {bad}")
+    if not list(presets) or not list(families):  # 0 problems would read as a clean sweep
+        raise ValueError(f"presets and families must each name at least one, got {list(presets)} x {list(families)}")
     variants = all_variants()
     correct = list(CORRECT_BACKENDS) + [v.name for v in variants]
     saturating = [cls() for cls in SATURATING_VARIANTS]

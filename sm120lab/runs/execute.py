@@ -133,11 +133,14 @@ def run_tag(env: dict[str, Any], now: dt.datetime | None = None) -> str:
 
 def discover_notebooks(directory: Path | None = None, only: list[str] | None = None) -> list[Path]:
     """Every ``NN_name.ipynb`` in ``directory`` (sorted); ``only`` keeps those whose name starts with
-    or equals an entry."""
+    or equals an entry (``ValueError`` when an entry is empty: it would select every notebook)."""
     directory = directory or notebooks_dir()
     books = sorted(p for p in directory.glob(NOTEBOOK_GLOB) if p.is_file())
-    if only:
-        wanted = [o.removesuffix(".ipynb") for o in only]
+    if only is not None:
+        wanted = [o.strip().removesuffix(".ipynb") for o in only]
+        if not wanted or not all(wanted):  # an empty name is a prefix of every notebook: it names none
+            raise ValueError(f"--only: expected notebook names or prefixes (e.g. 01 03_grouped), got {list(only)!r}; "
+                             f"available: {[p.stem for p in books]}")
         chosen = [p for p in books if any(p.stem == w or p.stem.startswith(w) for w in wanted)]
         missing = [w for w in wanted if not any(p.stem == w or p.stem.startswith(w) for p in books)]
         if missing:
