@@ -37,7 +37,9 @@ from .check import W4A4_REL_FRACTION_OK, W4A16_REL_OK  # the harness's bounds, o
 from .records import BENCH_SCHEMA_VERSION, BenchDoc, bench_rows, select
 
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
-CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped")
+CONTENDERS = ("triton-w4a16", "vllm-marlin", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped")
+#: vLLM's Marlin NVFP4 MoE (the kernel SM120 owners serve with): checked against the fp64 reference at these T
+MARLIN_CHECK_T = (4, 64)
 OPTIONAL_CONTENDERS = ("triton-w4a4", "torch-loop", "oai-matmul-ogs-mxfp4")
 #: the baseline's tiles per T: the winners of the 2026-12-02 sweep (data/bench/moe_h200_2026-12-02.json)
 BASELINE_CONFIGS = {1: ("m16n32k256w4s3", "m16n64k128w4s4"), 4: ("m16n64k128w4s4",) * 2,
@@ -293,6 +295,57 @@ def _setup_peer(doc, cfg, seed, contenders, log, guarded):
     return pw
 
 
+def _setup_marlin(doc, layer, seed, log, guarded):
+    """vLLM's Marlin on the layer's NVFP4 tensors, repacked once by vLLM's own code, and its check (T in
+    :data:`MARLIN_CHECK_T` vs the fp64 reference, poisoned output, < ``W4A16_REL_OK``); None (reason in
+    ``doc["notes"]["vllm-marlin"]``) when it cannot run or fails its check: a wrong kernel is never timed."""
+    from ..constants import SENTINEL
+    from ..moe.backends.vllm_nvfp4 import VllmMarlin
+    from ..moe.reference import moe_reference
+    from .moe_problem import uniform_routing
+
+    marlin = VllmMarlin()
+    why = marlin.skip_reason("cuda")
+    if why is None:
+        rt = guarded("vllm-marlin import", marlin.runtime)
+        why = None if rt is not None else "vLLM's Marlin path did not import (see errors)"
+    if why is not None:
+        doc["notes"]["vllm-marlin"] = why
+        log("vllm-marlin: " + why)
+        return None
+    t_prep = time.perf_counter()
+    prepared = guarded("vllm-marlin prepare", lambda: marlin.prepare_weights(layer.w13, layer.w2))
+    if prepared is None:
+        doc["notes"]["vllm-marlin"] = "vLLM's prepare_nvfp4_moe_layer_for_marlin failed (see errors)"
+        return None
+    torch.cuda.synchronize()
+    doc["marlin"] = {**rt.notes(), "prepare_s": time.perf_counter() - t_prep, "ops": rt.ops, "checks": []}
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed + 11)
+    for t in MARLIN_CHECK_T:
+        def one(t=t):
+            ids, tw = uniform_routing(t, layer.E, layer.k, gen=gen)
+            x = torch.randn(t, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
+            out = torch.full((t, layer.H), SENTINEL, dtype=torch.bfloat16, device="cuda")
+            marlin.call(prepared, x, tw, ids.to(torch.int32), output=out)
+            ref = moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
+            rel = _rel(out, ref)
+            return {"case": f"vllm-marlin T={t} vs fp64 reference", "rel_vs_fp64": rel, "written": _written(out),
+                    "ok": _written(out) and rel < W4A16_REL_OK}
+        row = guarded(f"vllm-marlin check T={t}", one) or {"case": f"vllm-marlin T={t}", "ok": False}
+        doc["marlin"]["checks"].append(row)
+        log(str(row))
+    if not all(r["ok"] for r in doc["marlin"]["checks"]):
+        doc["notes"]["vllm-marlin"] = "vLLM's Marlin failed its check: not timed"
+        return None
+    doc["notes"]["vllm-marlin"] = (
+        f"vllm-marlin: vLLM {rt.version}'s fused_marlin_moe ({rt.source}) on the same NVFP4 codes, block and "
+        "global scales and routings, weights repacked once by vLLM's prepare_nvfp4_moe_layer_for_marlin (outside "
+        "the timing); vLLM's defaults: block size from its heuristic, a new zeroed workspace per call, fp32 "
+        "reduce; topk_ids int32 as vLLM's router gives them")
+    return prepared
+
+
 def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str | None = None,
                   tokens=DEFAULT_TOKENS, contenders=CONTENDERS, tune: bool = False, tiles: str | Path | None = None,
                   check: bool = True, command: str = "", log: Callable[[str], None] = print,
@@ -487,6 +540,15 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
     peer = _setup_peer(doc, cfg, seed, contenders, log, guarded) if PEER in contenders else None
     if peer is None:
         contenders = tuple(c for c in contenders if c != PEER)
+    marlin_w = _setup_marlin(doc, layer, seed, log, guarded) if "vllm-marlin" in contenders else None
+    if marlin_w is None:
+        contenders = tuple(c for c in contenders if c != "vllm-marlin")
+
+    def mk_marlin(x, ids, tw):
+        from ..moe.backends.vllm_nvfp4 import VllmMarlin
+
+        ids32, m = ids.to(torch.int32), VllmMarlin()
+        return lambda: m.call(marlin_w, x, tw, ids32)
 
     def mk_peer(x, ids, tw):
         return lambda: peer_moe(peer, x, ids, tw)
@@ -556,6 +618,13 @@ def run_moe_bench(out_path: str | Path, *, model: str | None = None, shape: str 
                     own = mxfp4_bytes_per_expert(cfg.H, cfg.I) * n_active
                     record(name, "moe", r, own, x_own_floor=r["us_median"] / (own / (ceil["copy_GBps"] * 1e3)),
                            format="mxfp4")
+            elif name == "vllm-marlin":
+                r = timed(f"{name} moe", t, mk_marlin)
+                if r is None:  # not capturable in a CUDA graph: eager, said so in the row
+                    r = timed(f"{name} moe eager", t, mk_marlin, False)
+                if r:
+                    profiled(name, t, mk_marlin, r)
+                    record(name, "moe", r, nv_moe, x_own_floor=r["us_median"] / floor_us["moe"], format="nvfp4")
             elif name == "torch-loop":
                 r = timed(f"{name} moe", t, lambda *a, name=name: make_moe(name, layer, *a), graph=False)
                 if r:
@@ -597,6 +666,7 @@ def evaluate_targets(doc: dict) -> dict:
     - whole layer within 1.35x of the NVFP4 weight-byte floor at T <= 16;
     - faster than torch FP8 grouped at every T;
     - >= 1.0x torch bf16 grouped at T = 4096 (1.5x stretch);
+    - faster than vLLM's Marlin (``vllm-marlin``, Marlin time / ours) at every T, where it was timed;
     - faster than the production peer (``oai-matmul-ogs-mxfp4``) at every T, where it was timed;
     - time never decreases as T grows, within 3%: ``us(T_next) >= 0.97 us(T)`` for consecutive measured T.
     """
@@ -620,10 +690,13 @@ def evaluate_targets(doc: dict) -> dict:
 
     peer = "oai-matmul-ogs-mxfp4"
     vs_peer = {str(t): us(t, peer) / us(t, ours) for t in ts if us(t, ours) and us(t, peer)}
+    vs_marlin = {str(t): us(t, "vllm-marlin") / us(t, ours) for t in ts if us(t, ours) and us(t, "vllm-marlin")}
     ours_ts = [t for t in ts if us(t, ours)]
     steps = {f"{a}->{b}": us(b, ours) / us(a, ours) for a, b in zip(ours_ts, ours_ts[1:])}
     return {
         "time_ratio_next_T": steps, "monotone_in_T_within_3pct": all(v >= 0.97 for v in steps.values()),
+        "speedup_vs_marlin": vs_marlin,
+        "faster_than_marlin_every_T": all_met(vs_marlin, lambda v: v > 1.0) if vs_marlin else None,
         "speedup_vs_peer": vs_peer, "faster_than_peer_every_T": all_met(vs_peer, lambda v: v > 1.0) if vs_peer else None,
         "w13_pct_copy_bw": w13, "w13_ge_75pct_copy_bw": all_met(w13, lambda v: v >= 75.0),
         "layer_x_floor": floor, "layer_within_1.35x_floor": all_met(floor, lambda v: v <= 1.35),

@@ -4,6 +4,7 @@
     sm120lab upstream record-all [--force]
     sm120lab upstream show vllm 0.34.0 [--json]
     sm120lab upstream check-install vllm==0.33.0 flashinfer-python==0.7.2.post1
+    sm120lab upstream vllm-cache 0.26.0 [--wheel PATH] [--dest DIR] [--verify]
 
 ``record`` reads one wheel (downloaded once into the cache, or ``--wheel``) and writes
 ``data/upstream/<dist>-<version>.json``; an existing different record is kept unless ``--force``.
@@ -39,6 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = s.add_parser("check-install", help="does pip install these together? (offline, recorded metadata)")
     c.add_argument("requirements", nargs="+", help="PEP 508 requirements, e.g. vllm==0.33.0")
     c.set_defaults(func=run_check)
+    v = s.add_parser("vllm-cache", help="vLLM's own Marlin MoE path from a wheel, for machines without vLLM",
+                     description="Extract vLLM's Python and its two op extensions from a real vLLM wheel into a "
+                                 "hash-checked cache that `check --backend vllm-marlin` and `bench moe` run from "
+                                 "where `import vllm` fails (sm120lab.upstream.vllm_wheel).")
+    v.add_argument("version", help="the vLLM release, e.g. 0.26.0 (its wheel pins the torch it runs with)")
+    v.add_argument("--wheel", help="a local vLLM .whl (default: pip download it from the index this machine reaches)")
+    v.add_argument("--dest", help="cache folder (default: $SM120LAB_VLLM_CACHE or <cache>/vllm-wheel)")
+    v.add_argument("--verify", action="store_true", help="only check an existing cache, every file's sha256")
+    v.set_defaults(func=run_vllm_cache)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -62,6 +72,34 @@ def run_record(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"{rec.dist} {rec.version}: {status} {path}")
+    return 0
+
+
+def run_vllm_cache(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from packaging.version import InvalidVersion, Version
+
+    from ..upstream import vllm_wheel
+
+    try:
+        Version(args.version)
+    except InvalidVersion:
+        print(f"version: expected an exact vLLM version like 0.26.0, got {args.version!r}", file=sys.stderr)
+        return 2
+    root = Path(args.dest) if args.dest else vllm_wheel.cache_dir()
+    try:
+        if args.verify:
+            m = vllm_wheel.read_cache(root / args.version, args.version)
+            folder = root / args.version
+        else:
+            folder = vllm_wheel.build_cache(args.version, args.wheel, root)
+            m = vllm_wheel.read_cache(folder, args.version, verify=False)
+    except vllm_wheel.VllmWheelError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2 if args.wheel or not args.verify else 1
+    print(f"vllm {m['version']} wheel cache: {folder} ({len(m['files'])} files from {m['wheel']}, "
+          f"pins torch=={m['torch_pin']}); use it with SM120LAB_VLLM_CACHE={root}")
     return 0
 
 

@@ -99,36 +99,78 @@ def marlin_layer(problem) -> SimpleNamespace:
 
 
 class VllmMarlin(AdapterBackend):
+    """vLLM's Marlin NVFP4 MoE (W4A16), the kernel SM120 owners serve with (``--moe-backend marlin``).
+
+    Runs from the installed vLLM, or, where ``import vllm`` fails, from a vLLM wheel cache
+    (:mod:`sm120lab.upstream.vllm_wheel`: the wheel's own Python and compiled ops, unchanged).
+    vLLM's defaults throughout: ``fused_marlin_moe`` picks its block size, zeroes a new workspace
+    per call and reduces in fp32.
+    """
+
     info = BackendInfo("vllm-marlin", f"vLLM fused_marlin_moe, NVFP4 weights x bf16 activations ({UNVERIFIED})",
-                       Numerics.W4A16, Needs(device="cuda", min_capability=(8, 0), packages=("vllm",)), verified=False)
+                       Numerics.W4A16, Needs(device="cuda", min_capability=(8, 0)), verified=False)
     api = _claim((f"{_VM}.quantization.utils.marlin_utils_fp4:prepare_nvfp4_moe_layer_for_marlin",
                   tuple(f"{m}:fused_marlin_moe" for m in _MARLIN_MODULES), f"{_VM}.fused_moe.activation:MoEActivation",
                   "vllm.scalar_type:scalar_types", "vllm.scalar_type:ScalarType.id"),
                  ("vllm.marlin.layer_attrs", "vllm.marlin.global_scale_is_weight_scale_2",
                   "vllm.marlin.experts_global_scale1", "vllm.marlin.topk_weights_fp32"))
 
-    def run(self, problem, out):
-        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
-        from vllm.model_executor.layers.quantization.utils.marlin_utils_fp4 import prepare_nvfp4_moe_layer_for_marlin
-        from vllm.scalar_type import scalar_types
+    def skip_reason(self, device) -> str | None:
+        from sm120lab.upstream.vllm_wheel import available
 
+        reason = self.needs.skip_reason(device) or available()
+        return None if reason is None else f"{reason} (adapter {UNVERIFIED})"
+
+    def runtime(self):
+        from sm120lab.upstream.vllm_wheel import marlin_runtime
+
+        return marlin_runtime()
+
+    def prepare(self, problem) -> dict:
+        """vLLM's own repack of ``problem``'s weights for Marlin: the arguments ``fused_marlin_moe`` takes."""
+        return self.prepare_weights(problem.w13, problem.w2)
+
+    def prepare_weights(self, w13, w2) -> dict:
+        """:meth:`prepare` on two :class:`~sm120lab.nvfp4.NVFP4Tensor` s (w13 [E, 2I, H], w2 [E, H, I])."""
         from ._packing import modelopt_scale
 
-        fused_marlin_moe = first_importable(_MARLIN_MODULES, "fused_marlin_moe")
-
-        e = problem.config.E
-        w13, s13, g13, w2, s2, g2 = prepare_nvfp4_moe_layer_for_marlin(
-            marlin_layer(problem), w13=problem.w13.data.contiguous(), w13_scale=problem.w13.linear_scale().contiguous(),
-            w13_scale_2=modelopt_scale(problem.w13.global_scale, e), w2=problem.w2.data.contiguous(),
-            w2_scale=problem.w2.linear_scale().contiguous(), w2_scale_2=modelopt_scale(problem.w2.global_scale, e),
+        rt = self.runtime()
+        e, two_i, h = w13.shape
+        layer = SimpleNamespace(num_experts=e, hidden_size=h, intermediate_size_per_partition=two_i // 2,
+                                params_dtype=torch.bfloat16)
+        pw13, s13, g13, pw2, s2, g2 = rt.prepare_nvfp4_moe_layer_for_marlin(
+            layer, w13=w13.data.contiguous(), w13_scale=w13.linear_scale().contiguous(),
+            w13_scale_2=modelopt_scale(w13.global_scale, e), w2=w2.data.contiguous(),
+            w2_scale=w2.linear_scale().contiguous(), w2_scale_2=modelopt_scale(w2.global_scale, e),
             is_act_and_mul=True)
-        y = fused_marlin_moe(
-            hidden_states=problem.hidden.to(torch.bfloat16).contiguous(), w1=w13, w2=w2, bias1=None, bias2=None,
-            w1_scale=s13, w2_scale=s2, topk_weights=problem.topk_weights.float().contiguous(),
-            topk_ids=problem.topk_ids.to(torch.int32).contiguous(), quant_type_id=scalar_types.float4_e2m1f.id,
-            global_num_experts=e, activation=MoEActivation.SILU, global_scale1=g13, global_scale2=g2)
-        out.copy_(y)
-        return self.api_notes()
+        return dict(w1=pw13, w2=pw2, bias1=None, bias2=None, w1_scale=s13, w2_scale=s2,
+                    quant_type_id=rt.float4_e2m1f_id, global_num_experts=e, activation=rt.silu,
+                    global_scale1=g13, global_scale2=g2)
+
+    def call(self, prepared: dict, hidden, topk_weights, topk_ids, output=None):
+        """One ``fused_marlin_moe`` call on prepared weights with vLLM's defaults (the bench times this)."""
+        return self.runtime().fused_marlin_moe(hidden_states=hidden, topk_weights=topk_weights, topk_ids=topk_ids,
+                                               output=output, **prepared)
+
+    def run(self, problem, out):
+        # The harness calls run once per top-k slot on the same weights: repack once. The source
+        # tensors are held (compared by identity, never by id()), so a new problem always repacks.
+        src = (problem.w13.data, problem.w13.scale, problem.w13.global_scale, problem.w2.data,
+               problem.w2.scale, problem.w2.global_scale)
+        held = getattr(self, "_prepared_src", None)
+        if held is None or any(a is not b for a, b in zip(held, src)):
+            self._prepared, self._prepared_src = self.prepare(problem), src
+        y = self.call(self._prepared, problem.hidden.to(torch.bfloat16).contiguous(),
+                      problem.topk_weights.float().contiguous(), problem.topk_ids.to(torch.int32).contiguous(),
+                      output=out)
+        if y is not out:  # vLLM writes into ``output`` and returns it; a version that allocates its own
+            out.copy_(y)
+        return {**self.runtime().notes(), **self.api_notes()}
+
+    def installed(self) -> str | None:
+        from sm120lab.upstream.vllm_wheel import _RUNTIME
+
+        return _RUNTIME.version if _RUNTIME is not None else super().installed()
 
 
 BACKENDS = [VllmCutlassFp4(), VllmMarlin()]
