@@ -3,6 +3,10 @@
 Each subcommand lives in its own module under :mod:`sm120lab.commands` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` (called with the parsed
 namespace, returning the exit status). Adding a command is adding one file.
+
+Exit statuses are one contract for every command (:mod:`sm120lab.cmdline`): 0 done, 1 a failed
+judgement, 2 bad arguments or inputs, 3 a tool the command runs failed, 130 interrupted. A command
+that raises ``SystemExit("one line")`` for a bad argument exits 2 with that line on stderr.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ import sys
 
 from . import __version__
 from . import commands as _commands
-from .cmdline import plain_help
+from .cmdline import UsageError, plain_help
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sm120lab",
         description="NVFP4 MoE on SM120/SM121: what is wrong, why, and what works.",
+        epilog="exit status: 0 done, 1 a check/compare/doctor found something wrong, 2 bad arguments or inputs, "
+               "3 a tool it runs (pip, a download) failed, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"sm120lab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -44,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         status = func(args)
+    except UsageError as exc:
+        print(exc.message, file=sys.stderr)
+        raise
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            raise
+        # SystemExit("message") would exit 1, a failed check's status: a message is a bad argument (2)
+        print(exc.code, file=sys.stderr)
+        raise UsageError(str(exc.code)) from None
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,16 @@
-"""The command line a result was produced by, recorded the same way everywhere; help texts as plain text."""
+"""The command line a result was produced by, recorded the same way everywhere; help texts as plain text;
+the exit statuses every ``sm120lab`` command shares.
+
+Exit statuses (one contract for every command):
+
+- ``0`` (:data:`EXIT_OK`): done; a check, compare or doctor found nothing wrong.
+- ``1`` (:data:`EXIT_FAILED`): a judgement failed: a backend is garbage, a run regressed, a notebook
+  failed, a measured backend failed, a patch was refused.
+- ``2`` (:data:`EXIT_USAGE`): bad arguments or unusable inputs (one line naming the argument or file
+  and what was expected); nothing was judged.
+- ``3`` (:data:`EXIT_TOOL`): a tool the command runs (pip, a download) failed, so there is no answer.
+- ``130`` interrupted, ``141`` the reader of stdout went away.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +20,26 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TOOL = 3
+
+
+class UsageError(SystemExit):
+    """Bad arguments: exits with :data:`EXIT_USAGE`; ``str()`` is the one-line message.
+
+    ``raise SystemExit("message")`` would exit 1, the status of a failed check; :func:`sm120lab.cli.main`
+    turns such a message into this (printing the message once on stderr).
+    """
+
+    def __init__(self, message: str):
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def command_line(prog: str | None = None, argv: Sequence[str] | None = None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -85,3 +86,49 @@ def test_false_alarm_sweep_refuses_empty_presets_or_families():
     for presets, families in (([], ["uniform"]), (["tiny"], [])):
         with pytest.raises(ValueError, match="at least one"):
             false_alarm_sweep(presets, families, 1, 0, "cpu")
+
+
+# --- one exit-code contract: bad arguments 2, a failed judgement 1 ------------------------------------
+
+def _run_folder(d: Path, verdict: str) -> Path:
+    (d / "results").mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"schema_version": 2, "notebooks": [
+        {"name": "01_a", "status": "ok", "output": "01_a.ipynb"}]}))
+    (d / "environment.json").write_text(json.dumps({"host": "h", "gpu": {"available": False}}))
+    (d / "results" / "01_a.json").write_text(json.dumps({"verdicts": {"be": verdict}}))
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a")]), d / "01_a.ipynb")
+    return d
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["report", "{tmp}"], "RUN:"),
+    (["archive", "{tmp}"], "RUN:"),
+    (["roofline", "--tp", "0"], "--tp: expected"),
+    (["recommend", "--users", "-1"], "--users: expected"),
+    (["recommend", "--gpu", "h100"], "--gpu: expected"),
+    (["upstream", "record", "vllm", "not-a-version"], "version: expected"),
+    (["upstream", "show", "vllm", "9.9.9"], "no recorded facts"),
+    (["toolchains", "install", "99.9"], "versions:"),
+    (["dev", "kernel-aot", "--jobs", "0"], "--jobs: expected"),
+    (["check", "--sweep", "0", "--device", "cpu"], "--sweep: expected"),
+    (["run", "--params", "{tmp}/missing.yaml"], "--params"),
+])
+def test_bad_arguments_exit_2_in_every_command(tmp_path, argv, needle):
+    one_line_error(*cli(*[a.format(tmp=tmp_path) for a in argv]), needle)
+
+
+def test_a_message_exit_is_status_2_for_the_real_process(tmp_path):
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "sm120lab", "report", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc
+    assert proc.stdout == "" and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("RUN: ") and "Traceback" not in proc.stderr
+
+
+def test_a_failed_judgement_is_status_1_not_2(tmp_path):
+    good, bad = _run_folder(tmp_path / "A", "correct"), _run_folder(tmp_path / "B", "garbage")
+    assert cli("compare", str(good), str(good))[0] == 0
+    status, out = cli("compare", str(good), str(bad))
+    assert status == 1 and "Traceback" not in out

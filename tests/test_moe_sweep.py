@@ -111,7 +111,7 @@ def test_check_unwritable_json_is_one_line(tmp_path):
     for bad, word in ((tmp_path / "file.txt" / "out.json", "not a directory"), (tmp_path, "directory")):
         with pytest.raises(SystemExit) as exc:
             main(["check", "--tokens", "4", "--device", "cpu", "--backend", "reference", "--json", str(bad)])
-        msg = str(exc.value.code)
+        msg = str(exc.value)
         assert msg.startswith("--json:") and word in msg and "\n" not in msg
 
 

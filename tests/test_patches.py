@@ -368,7 +368,7 @@ def test_cli_status_apply_dry_run_and_refusals(fi_old, tmp_path, capsys):
     assert re.search(r"^-\s*supported_major_versions=\[10, 11\]$", out, re.M), out
     assert re.search(r"^\+\s*supported_major_versions=\[10, 11, 12\]$", out, re.M), out
     assert _hashes(site) == before
-    assert cli_main(["patch", "apply", "--site", str(site), "--only", "no-such-patch"]) == 1
+    assert cli_main(["patch", "apply", "--site", str(site), "--only", "no-such-patch"]) == 2  # a bad argument
     assert cli_main(["patch", "status", "--site", str(site / "flashinfer")]) == 2
     assert "did you mean" in capsys.readouterr().err
     assert cli_main(["patch", "status", "--package", "nope", "--site", str(site)]) == 2

@@ -318,7 +318,7 @@ def test_cli_bad_input_is_one_line(argv, prefix, tmp_path, capsys):
     a_file.write_text("")
     with pytest.raises(SystemExit) as exc:
         cli_main(["recommend", *[a.format(file=a_file) for a in argv]])
-    msg = str(exc.value.code)
+    msg = str(exc.value)
     assert msg.startswith(prefix) and "\n" not in msg
 
 
@@ -329,7 +329,7 @@ def test_cli_auto_without_sm120_gpu_says_what_it_found():
         pytest.skip("this machine has an SM12x GPU")
     with pytest.raises(SystemExit) as exc:
         cli_main(["recommend", "--gpu", "auto"])
-    assert str(exc.value.code).startswith("--gpu auto:")
+    assert str(exc.value).startswith("--gpu auto:")
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,7 +434,7 @@ def test_update_readme_rewrites_only_the_guide_block(tmp_path):
     f.write_text("no markers")
     with pytest.raises(SystemExit) as exc:
         cli_main(["recommend", "--update-readme", str(f)])
-    assert str(exc.value.code).startswith("--update-readme:")
+    assert str(exc.value).startswith("--update-readme:")
     assert f.read_text() == "no markers"
 
 

@@ -298,9 +298,9 @@ def books(tmp_path):
 def _run(*args: str) -> int:
     try:
         return main(["run", "--no-progress", *args])
-    except SystemExit as exc:
-        print(exc.code)
-        return 2
+    except SystemExit as exc:  # main prints the message on stderr and exits 2 (cmdline.UsageError)
+        print(exc)
+        return exc.code if isinstance(exc.code, int) else 1
 
 
 def test_run_refuses_non_empty_out_and_leaves_it_byte_identical(books, tmp_path, capsys):

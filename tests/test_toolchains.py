@@ -70,4 +70,4 @@ def test_cli_list_and_bad_version():
     assert ok.returncode == 0 and "cache:" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "sm120lab", "toolchains", "install", "11.2"],
                          capture_output=True, text=True, env=env, timeout=120)
-    assert bad.returncode == 1 and "11.2" in bad.stderr and "12.8" in bad.stderr
+    assert bad.returncode == 2 and "11.2" in bad.stderr and "12.8" in bad.stderr

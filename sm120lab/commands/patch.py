@@ -107,7 +107,8 @@ def run(args) -> int:
             out = engine.revert(tree, specs, dry_run=args.dry_run)
     except (engine.PatchError, KeyError) as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc.args[0] if exc.args else exc))}")
-        return 1
+        # an unknown or documented-only --only id is a bad argument (2); a refused site a failed action (1)
+        return 2 if isinstance(exc, (KeyError, engine.PatchArgumentError)) else 1
     for note in out.notes:
         console.print(f"note: {note}", markup=False)
     for pid in out.skipped:

@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import sys
 
+    from ..cmdline import EXIT_TOOL, EXIT_USAGE
     from ..toolchains import discover, discover_all, find_sass_tool, install_many, known_versions, toolchains_root
 
     if args.action == "install":
@@ -30,9 +31,12 @@ def run(args) -> int:
             return 2
         try:
             install_many(args.versions, force=args.force, log=lambda s: print(s, flush=True))
-        except (ValueError, RuntimeError) as exc:
+        except ValueError as exc:  # an unknown version: a bad argument
+            print(f"versions: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except RuntimeError as exc:  # pip failed: no answer, not a failed check
             print(f"toolchains install: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_TOOL
         if not args.list:
             return 0
     elif args.versions:

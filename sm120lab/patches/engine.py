@@ -62,6 +62,10 @@ class PatchError(RuntimeError):
     """A refusal: the message says why and what to do."""
 
 
+class PatchArgumentError(PatchError):
+    """A refusal of the arguments themselves (``--only`` naming something there is nothing to apply for)."""
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -212,7 +216,7 @@ def select(specs: SpecSet, only: list[str] | None) -> list[Patch]:
         chosen = [specs.patch(i) for i in dict.fromkeys(only)]
         doc = [p.id for p in chosen if p.documented_only]
         if doc:
-            raise PatchError(f"--only: {', '.join(doc)} are documented-only entries (source edits not "
+            raise PatchArgumentError(f"--only: {', '.join(doc)} are documented-only entries (source edits not "
                              "present in the wheel): there is nothing to apply")
         return chosen
     return [p for p in specs.patches
