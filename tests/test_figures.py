@@ -33,10 +33,12 @@ def _legend_clear_of(fig):
 
 @pytest.mark.parametrize("with_prediction", [True, False])
 def test_published_chart_keeps_the_legend_off_the_bars_and_the_labels_apart(with_prediction):
-    seed = lesson.seed_rows(lesson.published_vs_ceiling(load_published(), load_gpus()))
+    from sm120lab.recommend.facts import guide_basis
+
+    seed = lesson.seed_rows(lesson.published_vs_ceiling(load_published(), load_gpus(), guide_basis()))
     names = list(dict.fromkeys(seed[seed["tok_s"].notna()]["backend"]))
     assert len(names) >= 4  # the seed's table (flashinfer#2723): Marlin and three FlashInfer CUTLASS builds
-    ceil1 = lesson.seed_value(seed, "Marlin", 1, "ceiling_linear-quantized")
+    ceil1 = lesson.seed_value(seed, "Marlin", 1, "ceiling")
     # a prediction as tall as the ceiling: the worst case for a legend inside the axes
     prediction = {1: {"predicted_tok_s": 0.99 * ceil1, "pct_of_ceiling": 99.0},
                   4: {"predicted_tok_s": 0.7 * ceil1, "pct_of_ceiling": 90.0}} if with_prediction else None

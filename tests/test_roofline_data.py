@@ -126,15 +126,27 @@ def test_data_dir_points_at_the_repository_data():
 
 def test_cli_prints_the_library_ceiling(capsys):
     from sm120lab.cli import main
+    from sm120lab.recommend.facts import guide_basis
     from sm120lab.roofline import ceiling, get_model, precision_plan
 
     B = int(np.random.default_rng().integers(1, 33))
     assert main(["roofline", "--gpu", "rtx-pro-6000", "--tp", "2", "--pp", "2", "--batch", str(B)]) == 0
     out = capsys.readouterr().out
-    ce = ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), precision_plan("linear-quantized", "nvfp4"),
-                 tp=2, pp=2, batch=B, context=2048)
+    basis = guide_basis()  # the default: the guide's basis, named above the numbers
+    ce = basis.ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), tp=2, pp=2, batch=B, context=2048)
     assert f"{ce.per_user_tok_s:.1f}" in out and f"{ce.aggregate_tok_s:.1f}" in out
     assert "1792 GB/s, datasheet;" in out and f"{ce.memory_per_gpu_GB:.2f}" in out
+    assert f"basis: {basis.label} (13.9 us per all-reduce and pipeline hop)" in out
+    assert main(["roofline", "--gpu", "rtx-pro-6000", "--tp", "2", "--pp", "2", "--batch", str(B),
+                 "--plan", "linear-quantized"]) == 0
+    out = capsys.readouterr().out
+    ce = ceiling(get_model("qwen3.5-397b-a17b"), get_gpu("rtx-pro-6000"), precision_plan("linear-quantized", "nvfp4"),
+                 tp=2, pp=2, batch=B, context=2048)
+    assert f"{ce.per_user_tok_s:.1f}" in out and "basis: 'linear-quantized' plan, bandwidth only" in out
+    with pytest.raises(SystemExit, match=r"^--plan: expected checkpoint, "):
+        main(["roofline", "--plan", "all"])
+    with pytest.raises(SystemExit, match=r"^--format: applies to a named --plan only"):
+        main(["roofline", "--format", "mxfp4"])
     with pytest.raises(SystemExit, match=r"^--gpu: unknown gpu 'a100'"):
         main(["roofline", "--gpu", "a100"])
     with pytest.raises(SystemExit, match=r"^--batch: expected positive ints"):

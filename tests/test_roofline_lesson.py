@@ -10,15 +10,16 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from sm120lab.roofline import get_model, lesson, load_gpus, precision_plan
-from sm120lab.roofline.ceiling import ceiling, moe_layer_floor_us
+from sm120lab.recommend.facts import guide_basis
+from sm120lab.roofline import get_model, lesson, load_gpus
+from sm120lab.roofline.ceiling import moe_layer_floor_us
 from sm120lab.roofline.measured import bench_files
 from sm120lab.roofline.published import load_published
 
 matplotlib.use("Agg")
 
 MODEL = get_model("qwen3.5-397b-a17b")
-PLAN = precision_plan("linear-quantized", "nvfp4")
+BASIS = guide_basis()
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +29,16 @@ def gpus():
 
 @pytest.fixture(scope="module")
 def seed(gpus):
-    return lesson.seed_rows(lesson.published_vs_ceiling(load_published(), gpus))
+    return lesson.seed_rows(lesson.published_vs_ceiling(load_published(), gpus, BASIS))
 
 
 def test_seed_ceiling_is_the_seed_setup(gpus):
-    tab = lesson.seed_ceiling(MODEL, PLAN, gpus, context=2048)
+    tab = lesson.seed_ceiling(MODEL, BASIS, gpus, context=2048)
     assert list(tab["B"]) == [1, 4, 64] and set(tab["gpu"]) == {"rtx-pro-6000"}
     for _, row in tab.iterrows():
-        ce = ceiling(MODEL, gpus["rtx-pro-6000"], PLAN, tp=2, pp=2, batch=int(row["B"]), context=2048)
+        ce = BASIS.ceiling(MODEL, gpus["rtx-pro-6000"], tp=2, pp=2, batch=int(row["B"]), context=2048)
         assert row["per_user_tok_s"] == pytest.approx(ce.per_user_tok_s, rel=1e-12)
+        assert row["basis"] == BASIS.label
     # per-user ceiling falls with users (more distinct experts, more KV), aggregate rises
     assert tab["per_user_tok_s"].is_monotonic_decreasing and tab["aggregate_tok_s"].is_monotonic_increasing
     assert tab.iloc[-1]["fits"]  # the seed's model fits 4x 96 GB at 64 users x 2048 tokens
@@ -83,22 +85,51 @@ def test_recorded_moe_text_formats_microseconds_with_one_decimal(gpus):
 
 
 def test_gap_paragraph_wraps_at_width(seed):
-    one = lesson.gap_paragraph(seed, MODEL, PLAN, 2048)
-    wrapped = lesson.gap_paragraph(seed, MODEL, PLAN, 2048, width=110)
-    assert "\n" not in one and one.startswith("On memory and link bandwidth alone")
+    one = lesson.gap_paragraph(seed, MODEL, BASIS, 2048)
+    wrapped = lesson.gap_paragraph(seed, MODEL, BASIS, 2048, width=110)
+    ceil1 = lesson.seed_value(seed, "Marlin", 1, "ceiling")
+    assert "\n" not in one and one.startswith(f"At one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode "
+                                              f"{ceil1:.0f} tok/s ({BASIS.label})")
+    # the reported range is shown, the midpoint named; the other bases each with its label
+    assert "Marlin's 46-49 (midpoint 47.5) tok/s" in one
+    for plan, label in lesson.other_basis_labels().items():
+        assert f"{lesson.seed_value(seed, 'Marlin', 1, f'ceiling_{plan}'):.0f} tok/s on the {label}" in one
     assert all(len(line) <= 110 for line in wrapped.splitlines()) and len(wrapped.splitlines()) > 5
     assert wrapped.split() == one.split()
 
 
 def test_plot_seed_vs_guide_draws_every_backend_and_the_prediction(seed):
-    from sm120lab.recommend.facts import with_guide_ceiling
-
-    seed_guide = with_guide_ceiling(seed, "rtx-pro-6000")
-    ceil1 = lesson.seed_value(seed_guide, "Marlin", 1, "ceiling_guide")
+    seed_guide = seed
+    ceil1 = lesson.seed_value(seed_guide, "Marlin", 1, "ceiling")
     assert math.isfinite(ceil1) and ceil1 > lesson.seed_value(seed_guide, "Marlin", 1, "tok_s")
     prediction = {1: {"predicted_tok_s": 0.5 * ceil1, "pct_of_ceiling": 50.0}}
     fig = lesson.plot_seed_vs_guide(seed_guide, prediction)
     ax = fig.axes[0]
     names = list(dict.fromkeys(seed_guide[seed_guide["tok_s"].notna()]["backend"]))
     assert len(ax.get_xticklabels()) == len(names) + 1
-    assert "guide's ceiling" in ax.get_title() and "section 7" in ax.get_xlabel()
+    assert BASIS.label in ax.get_title().replace("\n", " ") and "section 7" in ax.get_xlabel()
+
+
+def test_prediction_text_sets_marlin_against_the_predictions_own_ceiling(seed, gpus):
+    """Issue 31: "ceiling 136 tok/s ... Marlin recorded 47.5 = 25%" put 47.5 over the other basis's 187."""
+    from sm120lab import recommend
+
+    guide = recommend.answer("rtx-pro-6000")
+    _, eff = lesson.recorded_kernel_efficiency(MODEL, gpus["h200"])
+    pred = lesson.guide_prediction(guide, gpus["rtx-pro-6000"], eff)
+    text = lesson.prediction_text(pred, eff, seed, gpus["h200"])
+    marlin = lesson.seed_value(seed, "Marlin", 1, "tok_s")
+    c1 = pred[1]["ceiling_tok_s"]
+    assert c1 == pytest.approx(guide.ceiling.per_user_tok_s, rel=1e-9)
+    assert f"ceiling {c1:.0f} tok/s" in text
+    assert f"Marlin recorded 46-49 (midpoint 47.5) = {100 * marlin / c1:.0f}% of the same ceiling" in text
+
+
+def test_seed_table_names_every_basis_above_its_columns(seed, gpus):
+    text = lesson.seed_table_text(seed, gpus["rtx-pro-6000"])
+    head, table = text.split("\n  ceiling, %: ", 1)
+    assert table.startswith(BASIS.label)
+    for plan, label in lesson.other_basis_labels().items():
+        short = lesson.OTHER_COLUMNS[plan]
+        assert f"  ceiling {short}, % {short}: {label}" in text
+    assert " 46-49 " in text and "midpoint" in text

@@ -10,6 +10,13 @@
 # the tensor-parallel all-reduces and pipeline hops on the link. On a machine with a GPU it also
 # measures one MoE layer there.
 #
+# **One ceiling.** Every ceiling here is on the decision guide's basis unless its label says
+# otherwise: each checkpoint counted in its own FP4/16-bit split (`data/published/checkpoints.yaml`),
+# plus the cited latency of each all-reduce and pipeline hop over PCIe (`data/published/latency.yaml`),
+# the 136 tok/s that `sm120lab recommend` states for the seed's setup. A number on another basis (a
+# named precision plan, bandwidth only) carries that basis's label beside it;
+# `tests/test_one_ceiling.py` fails when two numbers for one setup disagree without one.
+#
 # Sources: published figures in `data/published/*.csv` (one row per number, link in each row),
 # GPU specifications in `data/hardware.csv` (every value with its source), model shapes in
 # `sm120lab.roofline.models` (public model cards), recorded MoE-layer sweeps in
@@ -21,8 +28,9 @@
 import matplotlib.pyplot as plt
 
 from sm120lab import recommend
-from sm120lab.recommend.facts import with_guide_ceiling
-from sm120lab.roofline import get_model, lesson, load_gpus, load_hardware_table, precision_plan
+from sm120lab.recommend.facts import guide_basis
+from sm120lab.roofline import get_model, lesson, load_gpus, load_hardware_table
+from sm120lab.roofline.basis import plan_basis
 from sm120lab.roofline.published import load_published
 from sm120lab.runs import answer, results
 
@@ -34,19 +42,19 @@ pp = 2
 concurrency = [1, 2, 4, 8, 16, 32, 64]
 context_len = 2048
 weight_format = "nvfp4"
-precision = "linear-quantized"
+ceiling_basis = "guide"   # "guide": the decision guide's basis; "linear-quantized" | "experts-only": that plan, bandwidth only
 routing = "uniform"
 measure = "auto"       # "auto": a short MoE-layer sweep on this machine's CUDA GPU when it has one; False: never
 guide_gpu = "rtx-pro-6000"   # the decision guide's GPU: rtx-pro-6000 | rtx-5090 | dgx-spark
 
 # %%
 cfg = get_model(model)
-plan = precision_plan(precision, weight_format)
+basis = guide_basis() if ceiling_basis == "guide" else plan_basis(ceiling_basis, weight_format)
 gpu_specs = load_gpus()                      # datasheets + the recorded bench ceilings (H200)
-pub = lesson.published_vs_ceiling(load_published(), gpu_specs, weight_format=weight_format, context=context_len,
+pub = lesson.published_vs_ceiling(load_published(), gpu_specs, basis, weight_format=weight_format, context=context_len,
                                   routing=routing)
 seed = lesson.seed_rows(pub)
-seed_ceiling = lesson.seed_ceiling(cfg, plan, gpu_specs, context=context_len)
+seed_ceiling = lesson.seed_ceiling(cfg, basis, gpu_specs, context=context_len)
 newest, efficiency = lesson.recorded_kernel_efficiency(cfg, gpu_specs["h200"])   # the Triton layer's share of its floor
 # The decision guide's one answer for guide_gpu (its default setup): the ceiling it states counts the
 # checkpoint's own FP4/16-bit split and the cited PCIe all-reduce latency; every headline below uses it.
@@ -64,17 +72,18 @@ _ = answer.record(box, "04_throughput")
 # %% [markdown]
 # ## 1. What one decoded token costs
 #
-# The weight groups are stored as the precision plan says. `linear-quantized` (default):
-# routed experts, shared expert and softmax-attention projections in the expert format;
-# Gated DeltaNet projections, router, lm_head and embeddings in bf16, the coverage RedHat's
-# Qwen3.5-family NVFP4 cards state. `experts-only`: only routed experts quantized. The exact
-# per-module coverage of `nvidia/Qwen3.5-397B-A17B-NVFP4` was not verified here, so section 4
-# shows both. KV cache FP8 (the seed's `--kv-cache-dtype`), linear-attention state fp32 (the
-# `mamba_ssm_dtype` of the Qwen3.5 configs).
+# The weight groups are stored as the basis says. The guide's basis (default) reads them from the
+# checkpoint `vllm serve` loads (`data/published/checkpoints.yaml`: for
+# `nvidia/Qwen3.5-397B-A17B-NVFP4` routed experts NVFP4 as stated, attention NVFP4 as inferred,
+# shared expert, router, Gated DeltaNet and lm_head bf16 as stated). The named plans, shown beside
+# it in section 4 with their labels: `linear-quantized` (routed experts, shared expert and
+# softmax-attention projections in the expert format, the coverage RedHat's Qwen3.5-family NVFP4
+# cards state) and `experts-only` (only routed experts quantized). KV cache FP8 (the seed's
+# `--kv-cache-dtype`), linear-attention state fp32 (the `mamba_ssm_dtype` of the Qwen3.5 configs).
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(lesson.step_cost_text(cfg, plan, precision, context_len, (1, 4, max(concurrency))))
+print(lesson.step_cost_text(cfg, basis, context_len, (1, 4, max(concurrency))))
 
 # %% [markdown]
 # Sources of the model shape:
@@ -104,14 +113,15 @@ print(lesson.measured_gpu_text(gpu_specs["h200"]))
 #
 # For each GPU in `gpus`, `tp` x `pp` copies, each concurrency in `concurrency`: the per-user
 # ceiling (datasheet bandwidth; PCIe where there is no NVLink), and whether weights + KV cache +
-# linear state + activations fit in each GPU's memory.
+# linear state + activations fit in each GPU's memory. The all-reduce latency is cited for SM12x
+# GPUs over PCIe only; the GPUs without one are marked, and count link bytes only.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-ceil_table = lesson.ceiling_table(cfg, plan, gpu_specs, gpus, tp=tp, pp=pp, batches=concurrency, context=context_len,
+ceil_table = lesson.ceiling_table(cfg, basis, gpu_specs, gpus, tp=tp, pp=pp, batches=concurrency, context=context_len,
                                   routing=routing)
-print(lesson.ceiling_report(ceil_table, cfg, gpus=gpus, weight_format=weight_format, precision=precision, tp=tp, pp=pp,
-                            context=context_len, routing=routing, batches=concurrency))
+print(lesson.ceiling_report(ceil_table, cfg, gpus=gpus, tp=tp, pp=pp, context=context_len, routing=routing,
+                            batches=concurrency))
 
 # %%
 fig = lesson.plot_ceilings(ceil_table, cfg, tp=tp, pp=pp, batches=concurrency)
@@ -123,7 +133,7 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(lesson.measured_ceiling_text(cfg, plan, gpu_specs, gpus, tp=tp, pp=pp, batches=concurrency, context=context_len,
+print(lesson.measured_ceiling_text(cfg, basis, gpu_specs, gpus, tp=tp, pp=pp, batches=concurrency, context=context_len,
                                    routing=routing))
 
 # %% [markdown]
@@ -131,17 +141,17 @@ print(lesson.measured_ceiling_text(cfg, plan, gpu_specs, gpus, tp=tp, pp=pp, bat
 #
 # Each published row is compared with the ceiling of its own configuration (GPU, TP, PP,
 # model and concurrency from its CSV row). The seed ran `nvidia/Qwen3.5-397B-A17B-NVFP4` on
-# 4x RTX PRO 6000 (PCIe) at TP2 PP2. Rows that produced garbage or crashed have no tok/s.
+# 4x RTX PRO 6000 (PCIe) at TP2 PP2. Rows that produced garbage or crashed have no tok/s. The
+# seed reports ranges (Marlin "46-49"); the share of the ceiling is computed from the midpoint,
+# and both are shown. The ceiling and % columns are on this notebook's basis; the LQ and EO
+# columns are the two named plans, bandwidth only, each named above the table.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(lesson.seed_table_text(seed, gpu_specs["rtx-pro-6000"]))
+print(lesson.seed_table_text(seed, gpu_specs["rtx-pro-6000"], weight_format))
 
 # %%
-# the guide's ceiling (checkpoint formats + all-reduce latency) of each row's own setup
-seed_guide = with_guide_ceiling(seed, "rtx-pro-6000")
-print(lesson.guide_seed_text(seed_guide))
-fig = lesson.plot_seed_vs_guide(seed_guide, prediction)
+fig = lesson.plot_seed_vs_guide(seed, prediction)
 plt.show()
 
 # %% [markdown]
@@ -155,9 +165,8 @@ plt.show()
 # %%
 # NBVAL_CHECK_OUTPUT
 cs = lesson.concurrency_grid(concurrency)
-panels, unmatched = lesson.ceiling_curves(pub, gpu_specs, precision=precision, weight_format=weight_format,
-                                          context=context_len, routing=routing, batches=cs)
-print(lesson.ceiling_curves_text(panels, unmatched, precision=precision, batches=cs))
+panels, unmatched = lesson.ceiling_curves(pub, gpu_specs, basis, context=context_len, routing=routing, batches=cs)
+print(lesson.ceiling_curves_text(panels, unmatched, basis, batches=cs))
 
 # %%
 fig = lesson.plot_ceiling_curves(panels, cs)
@@ -170,8 +179,8 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-skew = lesson.zipf_skew_table(cfg, gpu_specs["rtx-pro-6000"], plan, batches=concurrency, context=context_len)
-print(lesson.zipf_skew_text(skew, cfg))
+skew = lesson.zipf_skew_table(cfg, gpu_specs["rtx-pro-6000"], basis, batches=concurrency, context=context_len)
+print(lesson.zipf_skew_text(skew, cfg, basis.label_for(gpu_specs["rtx-pro-6000"], 4)))
 
 # %% [markdown]
 # ## 6. Measured MoE layers, MoE-layer-only
@@ -207,7 +216,7 @@ plt.show()
 # **prediction, unverified on SM120 hardware**: an upper bound for the kernel (the rest of the
 # model is never at its ceiling), and SM120's GDDR7 and smaller shared memory may change the
 # fraction. At TP2 each GPU holds half of every expert, a smaller problem than the one measured.
-# Set beside it Marlin's recorded share of the ceiling.
+# Set beside it Marlin's recorded share of the same ceiling (the guide's).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -221,13 +230,13 @@ print(lesson.prediction_text(prediction, efficiency, seed, gpu_specs["h200"]))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(lesson.gap_paragraph(seed, cfg, plan, context_len, guide_ceiling=guide.ceiling.per_user_tok_s, width=110))
+print(lesson.gap_paragraph(seed, cfg, basis, context_len, width=110))
 
 # %%
 _ = results.record("04_throughput", lesson.results_record(
     {"model": model, "gpus": gpus, "tp": tp, "pp": pp, "concurrency": concurrency, "context_len": context_len,
-     "weight_format": weight_format, "precision": precision, "routing": routing},
-    ceil_table, pub, prediction, efficiency, None if live is None else sweep_path.name))
+     "weight_format": weight_format, "ceiling_basis": ceiling_basis, "routing": routing},
+    ceil_table, pub, prediction, efficiency, None if live is None else sweep_path.name, basis))
 
 # %% [markdown]
 # ## 9. What to set: the decision guide (expected tok/s and the MoE backend)

@@ -2,6 +2,11 @@
 
     sm120lab roofline --model qwen3.5-397b-a17b --gpu rtx-pro-6000 --tp 2 --pp 2 --batch 1 4 16
 
+The default basis is the decision guide's (``--plan checkpoint``): the model's checkpoint counted in
+its own FP4/16-bit split, with the cited latency of each all-reduce and pipeline hop over PCIe on
+SM12x GPUs, the ceiling ``sm120lab recommend`` and notebook 04 state. ``--plan linear-quantized`` or
+``experts-only`` count a named precision plan, bandwidth only. The basis is printed above the numbers.
+
 ``fits`` compares weights + KV cache + linear-attention state + activations per GPU with the
 GPU's memory. ``--bandwidth measured`` uses our own copy measurement where one exists and says
 "datasheet (no measurement)" where it does not.
@@ -23,15 +28,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, nargs="+", default=None,
                    help="concurrent sequences (default: the default setup's users)")
     p.add_argument("--context", type=int, default=2048, help="past tokens per sequence")
-    p.add_argument("--format", default="nvfp4", help="expert weight format: nvfp4 | mxfp4 | fp8 | bf16")
-    p.add_argument("--plan", default="linear-quantized", help="precision plan: linear-quantized | experts-only")
+    p.add_argument("--format", default="nvfp4",
+                   help="expert weight format of a named --plan: nvfp4 | mxfp4 | fp8 | bf16")
+    p.add_argument("--plan", default="checkpoint",
+                   help="checkpoint (the guide's basis: the checkpoint's own formats, with all-reduce latency) | "
+                        "linear-quantized | experts-only (bandwidth only)")
     p.add_argument("--routing", default="uniform", choices=["uniform", "zipf"])
     p.add_argument("--bandwidth", default="datasheet", choices=["datasheet", "measured"])
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..roofline import ceiling, get_gpu, get_model, precision_plan
+    from ..roofline import PRECISION_PLANS, get_gpu, get_model
+    from ..roofline.basis import plan_basis
 
     def arg(name, call):
         try:
@@ -53,20 +62,33 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is None:
         args.batch = [setup.users]
     model = arg("model", lambda: get_model(args.model))
-    arg("plan", lambda: precision_plan(args.plan, "nvfp4"))
-    plan = arg("format", lambda: precision_plan(args.plan, args.format))
+    if args.plan not in ("checkpoint", *PRECISION_PLANS):
+        raise SystemExit(f"--plan: expected checkpoint, {', '.join(PRECISION_PLANS)}, got {args.plan!r}")
+    if args.plan == "checkpoint":
+        from ..recommend.facts import guide_basis
+
+        if args.format != "nvfp4":
+            raise SystemExit(f"--format: applies to a named --plan only (checkpoint reads the checkpoint's own "
+                             f"formats), got {args.format!r}")
+        basis = guide_basis()
+        arg("model", lambda: basis.precision_for(model))
+    else:
+        basis = arg("format", lambda: plan_basis(args.plan, args.format))
     for name in ("tp", "pp", "context"):
         if getattr(args, name) < (0 if name == "context" else 1):
             raise SystemExit(f"--{name}: expected {'>= 0' if name == 'context' else 'a positive int'}, "
                              f"got {getattr(args, name)}")
     if any(b < 1 for b in args.batch):
         raise SystemExit(f"--batch: expected positive ints, got {args.batch}")
-    rows = [arg("tp/--pp", lambda b=b: ceiling(model, gpu, plan, tp=args.tp, pp=args.pp, batch=b,
-                                               context=args.context, routing=args.routing,
-                                               bandwidth=args.bandwidth)) for b in args.batch]
+    rows = [arg("tp/--pp", lambda b=b: basis.ceiling(model, gpu, tp=args.tp, pp=args.pp, batch=b,
+                                                     context=args.context, routing=args.routing,
+                                                     bandwidth=args.bandwidth)) for b in args.batch]
     first = rows[0]
-    print(f"{model.name} on {args.tp * args.pp}x {gpu.gpu} (TP{args.tp} PP{args.pp}), {args.format} "
-          f"'{args.plan}', context {args.context}, {args.routing} routing")
+    print(f"{model.name} on {args.tp * args.pp}x {gpu.gpu} (TP{args.tp} PP{args.pp}), context {args.context}, "
+          f"{args.routing} routing")
+    lat = basis.latency_us(gpu, args.tp * args.pp)
+    print(f"basis: {basis.label_for(gpu, args.tp * args.pp)}"
+          + (f" ({lat:g} us per all-reduce and pipeline hop)" if lat else ""))
     print(f"memory bandwidth: {first.bandwidth_GBps:g} GB/s, {first.bandwidth_source}; memory: {gpu.mem_GB:g} GB per GPU")
     print(f"{'B':>5} {'per-user tok/s':>15} {'aggregate tok/s':>16} {'bound':>8} {'GB/GPU/step':>12} "
           f"{'GB/GPU held':>12} {'fits':>5}")

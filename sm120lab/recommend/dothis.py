@@ -224,15 +224,27 @@ def choose_moe_backend(gpu: GPU, setup: Setup, offered: dict) -> tuple[str, str,
     best = min(usable, key=rank)
     name = best["vllm_moe_backend"]
     same = [r for r in usable if rank(r)[:2] == rank(best)[:2]]
-    top: dict[str, float] = {}
+    top: dict[str, dict] = {}
     for r in same:
-        if r["vllm_moe_backend"] != name:
-            top[r["vllm_moe_backend"]] = max(top.get(r["vllm_moe_backend"], 0.0), float(r["per_user_tok_s"]))
-    others = [f"{k} {v:.3g}" for k, v in sorted(top.items(), key=lambda kv: -kv[1])]
+        k = r["vllm_moe_backend"]
+        if k != name and (k not in top or float(r["per_user_tok_s"]) > float(top[k]["per_user_tok_s"])):
+            top[k] = r
+    others = [f"{k} {_said(r)}" for k, r in sorted(top.items(), key=lambda kv: -float(kv[1]["per_user_tok_s"]))]
     why = (f"{name}: the fastest published correct result on {best['gpu']} at {best['concurrency']} user(s): "
-           f"{best['per_user_tok_s']:.3g} tok/s per user ({best['backend']}, {best['source']})"
+           f"{_said(best)} tok/s per user ({best['backend']}, {best['source']})"
            + (f"; others there: {', '.join(others)} tok/s per user" if others else "") + ".")
     return name, why, same
+
+
+def _said(r: dict) -> str:
+    """A published row's per-user tok/s as reported: the range and the midpoint that ranks it
+    ("46-49 (midpoint 47.5)"), or an aggregate figure divided by its users, said so."""
+    from ..roofline.published import reported_tok_s
+
+    said = reported_tok_s(r["tok_s_low"], r["tok_s_high"])
+    if r.get("tok_s_basis") == "aggregate":
+        return f"{float(r['per_user_tok_s']):.3g} (aggregate {said} / {r['concurrency']} users)"
+    return said
 
 
 def _pinned(rec, dist: str) -> str | None:

@@ -289,9 +289,34 @@ class CeilingAnswer:
         return self.ceiling.per_user_tok_s
 
 
+#: the label of the guide's basis, printed next to every number computed on it (notebook 04, `sm120lab roofline`)
+GUIDE_BASIS = "guide basis: the checkpoint's own FP4/16-bit split, with all-reduce latency"
+
+
+def guide_basis(kv_cache: str = "fp8"):
+    """The decision guide's :class:`~sm120lab.roofline.basis.Basis`: each model's checkpoint
+    (:func:`checkpoint_of`) counted in its own layer formats (:func:`checkpoint_precision`), and on
+    an SM12x GPU over PCIe the cited latency of each all-reduce and pipeline hop
+    (:func:`allreduce_latency_us`); on other GPUs no latency is cited, and the label says so."""
+    from ..roofline.basis import Basis
+
+    def precision_for(model):
+        return checkpoint_precision(checkpoint_of(model.name), kv_cache)[0]
+
+    def latency_for(spec, n_gpus):
+        if not str(spec.compute_capability).startswith("12.") or spec.nvlink_GBps_per_dir:
+            return None
+        lat, _ = allreduce_latency_us(spec.gpu)
+        return lat or None
+
+    return Basis(GUIDE_BASIS, precision_for, latency_for, counts_latency=True,
+                 formats="the checkpoint's own FP4/16-bit split")
+
+
 def ceiling_of(gpu: str, setup) -> CeilingAnswer:
-    """Decode ceiling of ``setup`` on ``gpu`` (sm120lab.roofline, datasheet bandwidth), counting the
-    checkpoint's real layer formats and the cited per-collective PCIe latency.
+    """Decode ceiling of ``setup`` on ``gpu`` (sm120lab.roofline, datasheet bandwidth) on the guide's
+    basis (:func:`guide_basis`): the checkpoint's real layer formats and the cited per-collective PCIe
+    latency.
 
     Raises:
         ValueError: an unknown model (``model: ...``) or a TP/PP the model refuses.
@@ -303,30 +328,18 @@ def ceiling_of(gpu: str, setup) -> CeilingAnswer:
     except (KeyError, ValueError) as exc:
         raise ValueError(f"model: {exc}") from None
     ckpt = checkpoint_of(setup.model)
-    prec, counted = checkpoint_precision(ckpt, "fp8" if setup.kv_cache_dtype.startswith("fp8") else "bf16")
-    lat, lat_text = allreduce_latency_us(gpu) if setup.n_gpus > 1 else (0.0, "")
+    kv = "fp8" if setup.kv_cache_dtype.startswith("fp8") else "bf16"
+    prec, counted = checkpoint_precision(ckpt, kv)
+    basis, spec = guide_basis(kv), get_gpu(gpu)
+    lat = basis.latency_us(spec, setup.n_gpus)
+    lat_text = allreduce_latency_us(gpu)[1] if lat else ""
     try:
         kw = dict(tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.context)
-        c = ceiling(model, get_gpu(gpu), prec, collective_latency_us=lat, **kw)
-        c0 = ceiling(model, get_gpu(gpu), prec, **kw)
+        c = basis.ceiling(model, spec, **kw)
+        c0 = ceiling(model, spec, prec, **kw)
     except ValueError as exc:
         raise ValueError(f"tp/--pp: {exc} ({gpu}, TP{setup.tp} PP{setup.pp})") from None
     return CeilingAnswer(c, c0, prec, counted, lat, lat_text)
-
-
-def with_guide_ceiling(rows, gpu: str = "rtx-pro-6000"):
-    """``rows`` (published rows with model, tp, pp, concurrency, tok_s) plus ``ceiling_guide`` and
-    ``pct_guide``: the guide's ceiling (:func:`ceiling_of`) of each row's own setup."""
-    from .setup import Setup
-
-    out = rows.copy()
-    ceil = []
-    for _, r in out.iterrows():
-        setup = Setup(model=str(r["model"]), tp=int(r["tp"]), pp=int(r["pp"]), users=int(r["concurrency"]))
-        ceil.append(ceiling_of(gpu, setup).per_user_tok_s)
-    out["ceiling_guide"] = ceil
-    out["pct_guide"] = 100 * out["tok_s"] / out["ceiling_guide"]
-    return out
 
 
 def ceiling_value(gpu: str, setup) -> tuple[str, str]:
@@ -369,8 +382,11 @@ def _published_ratio(gpu: str, setup, ceiling_tok_s: float) -> str:
         except (KeyError, ValueError):
             continue
         if same:
+            from ..roofline.published import reported_tok_s
+
             mid = (float(r["tok_s_low"]) + float(r["tok_s_high"])) / 2
-            parts.append(f"{r['backend']} {mid:g} = {100 * mid / ceiling_tok_s:.0f}%")
+            parts.append(f"{r['backend']} {reported_tok_s(r['tok_s_low'], r['tok_s_high'])} = "
+                         f"{100 * mid / ceiling_tok_s:.0f}%")
     return ("Published for this setup (data/published/tok_s.csv): " + ", ".join(parts) + ".") if parts else ""
 
 

@@ -135,13 +135,16 @@ def check_parallel(setup: Setup) -> None:
 
 
 def fit(gpu: str | GPU, setup: Setup, precision=None) -> Fit:
-    """Memory one GPU holds for ``setup`` at ``max_model_len`` tokens per user (module docstring)."""
-    from ..roofline import get_gpu, get_model, precision_plan
+    """Memory one GPU holds for ``setup`` at ``max_model_len`` tokens per user (module docstring), its
+    weights counted on the ceiling's basis (the checkpoint's own formats,
+    :func:`~sm120lab.recommend.facts.guide_basis`) unless ``precision`` is given."""
+    from ..roofline import get_gpu, get_model
     from ..roofline.ceiling import resident_bytes_per_gpu
+    from .facts import guide_basis
 
     g = get_gpu(parse_gpu(gpu).value)
     m = get_model(setup.model)
-    prec = precision or precision_plan("linear-quantized", "nvfp4", kv_cache=_kv_format(setup.kv_cache_dtype))
+    prec = precision or guide_basis(_kv_format(setup.kv_cache_dtype)).precision_for(m)
     r = resident_bytes_per_gpu(m, prec, tp=setup.tp, pp=setup.pp, batch=setup.users, context=setup.max_model_len)
     GB = 1e9
     held = sum(r.values()) / GB

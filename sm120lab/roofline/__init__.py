@@ -5,6 +5,7 @@
 - :mod:`.routing`   expected distinct experts per step, uniform (closed form) and Zipf
 - :mod:`.decode`    per-step bytes/FLOPs by component
 - :mod:`.ceiling`   TP x PP ceiling tok/s (memory vs compute floor, collectives, pipeline bubble)
+- :mod:`.basis`     what a ceiling counts (weight formats, all-reduce latency) and its label
 - :mod:`.hardware`  ``data/hardware.csv`` (+ the recorded bench ceilings); :mod:`.published`
   ``data/published/*.csv``; :mod:`.measured`  ``data/bench/moe_*.json`` (MoE-layer-only)
 - :mod:`.lesson`    the tables of notebook 04 (ceilings per GPU, published vs ceiling, a

@@ -23,8 +23,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..bench.records import Timing, bench_doc, load_bench
+from .basis import Basis, plan_basis
 from .ceiling import ceiling, moe_layer_floor_us
-from .decode import Precision, precision_plan, step_cost
+from .decode import Precision, step_cost
 from .hardware import GPUSpec
 from .measured import moe_layer_table
 from .models import ModelConfig, get_model
@@ -35,10 +36,11 @@ SEED_SOURCE = "flashinfer/issues/2723"
 PLANS = ("linear-quantized", "experts-only")
 
 
-def ceiling_table(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec], names: Iterable[str], *,
+def ceiling_table(model: ModelConfig, basis: Basis, gpus: dict[str, GPUSpec], names: Iterable[str], *,
                   tp: int, pp: int, batches: Iterable[int], context: int, routing: str = "uniform",
                   bandwidth: str = "datasheet"):
-    """One row per (GPU, B): per-user and aggregate ceiling tok/s, binding floor, memory held per GPU.
+    """One row per (GPU, B): per-user and aggregate ceiling tok/s on ``basis``, binding floor, memory
+    held per GPU, and the ``basis`` label of the row (:meth:`~.basis.Basis.label_for`).
 
     A GPU without a GPU-GPU link in ``data/hardware.csv`` gets one row saying so when TP*PP > 1.
     """
@@ -50,10 +52,11 @@ def ceiling_table(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec],
         if tp * pp > 1 and not spec.link_GBps():
             rows.append({"gpu": name, "B": None, "note": "no GPU-GPU link in data/hardware.csv"})
             continue
+        label = basis.label_for(spec, tp * pp)
         for b in batches:
-            ce = ceiling(model, spec, plan, tp=tp, pp=pp, batch=b, context=context, routing=routing,
-                         bandwidth=bandwidth)
-            rows.append({"gpu": name, "B": b, "per_user_tok_s": ce.per_user_tok_s,
+            ce = basis.ceiling(model, spec, tp=tp, pp=pp, batch=b, context=context, routing=routing,
+                               bandwidth=bandwidth)
+            rows.append({"gpu": name, "B": b, "basis": label, "per_user_tok_s": ce.per_user_tok_s,
                          "aggregate_tok_s": ce.aggregate_tok_s, "bound": ce.bound,
                          "GB_read_per_gpu_step": ce.bytes_per_gpu / 1e9,
                          "GB_held_per_gpu": ce.memory_per_gpu_GB, "weights_GB_per_gpu": ce.weights_per_gpu_GB,
@@ -62,48 +65,60 @@ def ceiling_table(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec],
     return pd.DataFrame(rows)
 
 
-def _row_ceiling(row, gpus: dict[str, GPUSpec], plan_name: str, weight_format: str, context: int,
-                 routing: str) -> float:
+def _row_ceiling(row, gpus: dict[str, GPUSpec], basis: Basis, context: int, routing: str) -> tuple[float, str]:
+    """(per-user ceiling, basis label) of one published row's own setup; (NaN, "") when its model is
+    not a preset."""
     try:
         model = get_model(row["model"])
     except ValueError:
-        return math.nan
-    fmt = "mxfp4" if model.name == "gpt-oss-120b" else weight_format
-    return ceiling(model, gpus[row["gpu"]], precision_plan(plan_name, fmt), tp=int(row["tp"]), pp=int(row["pp"]),
-                   batch=int(row["concurrency"]), context=context, routing=routing).per_user_tok_s
+        return math.nan, ""
+    spec, tp, pp = gpus[row["gpu"]], int(row["tp"]), int(row["pp"])
+    return (basis.ceiling(model, spec, tp=tp, pp=pp, batch=int(row["concurrency"]), context=context,
+                          routing=routing).per_user_tok_s, basis.label_for(spec, tp * pp))
 
 
 #: the seed report's setup (flashinfer#2723): GPU, TP, PP, and the concurrencies its table and the fit check use
 SEED_SETUP = {"gpu": "rtx-pro-6000", "tp": 2, "pp": 2, "batches": (1, 4, 64)}
 
 
-def seed_ceiling(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec], *, context: int):
+def seed_ceiling(model: ModelConfig, basis: Basis, gpus: dict[str, GPUSpec], *, context: int):
     """:func:`ceiling_table` of the seed report's own setup (:data:`SEED_SETUP`: 4x RTX PRO 6000, TP2 PP2)
     at 1, 4 and 64 users, uniform routing: the per-user ceiling and whether weights + KV cache + state fit.
 
     Args:
-        model, plan: the model and its precision plan.
+        model, basis: the model and what its ceiling counts (:mod:`~.basis`).
         gpus: the GPU specs (:func:`sm120lab.roofline.load_gpus`).
         context: tokens of context per sequence.
 
     Returns:
         The ceiling table, one row per concurrency, last row 64 users.
     """
-    return ceiling_table(model, plan, gpus, [SEED_SETUP["gpu"]], tp=SEED_SETUP["tp"], pp=SEED_SETUP["pp"],
+    return ceiling_table(model, basis, gpus, [SEED_SETUP["gpu"]], tp=SEED_SETUP["tp"], pp=SEED_SETUP["pp"],
                          batches=list(SEED_SETUP["batches"]), context=context)
 
 
-def published_vs_ceiling(pub, gpus: dict[str, GPUSpec], *, weight_format: str = "nvfp4", context: int = 2048,
-                         routing: str = "uniform"):
-    """``pub`` (:func:`~sm120lab.roofline.published.load_published`) with ``ceiling_<plan>`` and
-    ``pct_<plan>`` (per-user tok/s as % of the per-user ceiling of the row's own setup) for every
-    precision plan; NaN where the row's model is not a preset."""
+def published_vs_ceiling(pub, gpus: dict[str, GPUSpec], basis: Basis, *, weight_format: str = "nvfp4",
+                         context: int = 2048, routing: str = "uniform", others: Iterable[str] = PLANS):
+    """``pub`` (:func:`~sm120lab.roofline.published.load_published`) against the per-user ceiling of
+    each row's own setup: ``ceiling``, ``pct`` (per-user tok/s as % of it) and ``basis`` (its label) on
+    ``basis``, and ``ceiling_<plan>`` / ``pct_<plan>`` on each precision plan of ``others``
+    (:func:`~.basis.plan_basis`, bandwidth only), whose labels :func:`other_basis_labels` gives;
+    NaN where the row's model is not a preset."""
     out = pub.copy()
-    for plan_name in PLANS:
-        out[f"ceiling_{plan_name}"] = [_row_ceiling(r, gpus, plan_name, weight_format, context, routing)
-                                       for _, r in out.iterrows()]
+    main = [_row_ceiling(r, gpus, basis, context, routing) for _, r in out.iterrows()]
+    out["ceiling"] = [c for c, _ in main]
+    out["basis"] = [label for _, label in main]
+    out["pct"] = 100 * out["per_user_tok_s"] / out["ceiling"]
+    for plan_name in others:
+        alt = plan_basis(plan_name, weight_format)
+        out[f"ceiling_{plan_name}"] = [_row_ceiling(r, gpus, alt, context, routing)[0] for _, r in out.iterrows()]
         out[f"pct_{plan_name}"] = 100 * out["per_user_tok_s"] / out[f"ceiling_{plan_name}"]
     return out
+
+
+def other_basis_labels(weight_format: str = "nvfp4", plans: Iterable[str] = PLANS) -> dict[str, str]:
+    """``{plan: label}`` of the other bases :func:`published_vs_ceiling` adds as ``ceiling_<plan>``."""
+    return {p: plan_basis(p, weight_format).label for p in plans}
 
 
 def seed_rows(pub):
@@ -113,18 +128,32 @@ def seed_rows(pub):
 
 def seed_value(seed, backend: str, concurrency: int, column: str) -> float:
     """One number of the seed table; a one-line error naming the row when it is missing."""
+    return float(_seed_row(seed, backend, concurrency)[column])
+
+
+def _seed_row(seed, backend: str, concurrency: int):
     row = seed[(seed["backend"] == backend) & (seed["concurrency"] == concurrency)]
     if row.empty:
         raise ValueError(f"no seed row for backend {backend!r} at concurrency {concurrency} in data/published/")
-    return float(row[column].iloc[0])
+    return row.iloc[0]
 
 
-def ceiling_curves(pub, gpus: dict[str, GPUSpec], *, precision: str, weight_format: str, context: int,
-                   routing: str, batches: Iterable[int]):
-    """Per published (gpu, model, TP, PP) group: the ceiling at every B of ``batches``.
+def seed_reported(seed, backend: str, concurrency: int) -> str:
+    """The seed's published tok/s as reported (:func:`~.published.reported_tok_s`: "46-49 (midpoint 47.5)"
+    for a range, "39" for one number)."""
+    from .published import reported_tok_s
+
+    r = _seed_row(seed, backend, concurrency)
+    return reported_tok_s(r["tok_s_low"], r["tok_s_high"])
+
+
+def ceiling_curves(pub, gpus: dict[str, GPUSpec], basis: Basis, *, context: int, routing: str,
+                   batches: Iterable[int]):
+    """Per published (gpu, model, TP, PP) group: the ceiling on ``basis`` at every B of ``batches``.
 
     Returns:
-        (panels, unmatched): panels are ``(gpu, model, tp, pp, rows, [Ceiling per B])``;
+        (panels, unmatched): panels are ``(gpu, model, tp, pp, rows, [Ceiling per B], basis label)``,
+        the rows with ``ceiling_here`` (the ceiling at the row's own concurrency);
         unmatched are the rows whose model is not a preset (no ceiling possible).
     """
     panels, unmatched = [], []
@@ -135,26 +164,28 @@ def ceiling_curves(pub, gpus: dict[str, GPUSpec], *, precision: str, weight_form
         except ValueError:
             unmatched.append(group)
             continue
-        plan = precision_plan(precision, "mxfp4" if model.name == "gpt-oss-120b" else weight_format)
-        curve = [ceiling(model, gpus[gpu], plan, tp=int(tp), pp=int(pp), batch=int(b), context=context,
-                         routing=routing) for b in batches]
-        panels.append((gpu, model, int(tp), int(pp), group, curve))
+        def at(b, spec=gpus[gpu], m=model, t=int(tp), p=int(pp)):
+            return basis.ceiling(m, spec, tp=t, pp=p, batch=int(b), context=context, routing=routing)
+
+        curve = [at(b) for b in batches]
+        group = group.assign(ceiling_here=[at(c).per_user_tok_s for c in group["concurrency"]])
+        panels.append((gpu, model, int(tp), int(pp), group, curve, basis.label_for(gpus[gpu], int(tp) * int(pp))))
     import pandas as pd
 
     return panels, (pd.concat(unmatched) if unmatched else pub.iloc[:0])
 
 
-def zipf_skew_table(model: ModelConfig, spec: GPUSpec, plan: Precision, *, batches: Iterable[int], context: int,
+def zipf_skew_table(model: ModelConfig, spec: GPUSpec, basis: Basis, *, batches: Iterable[int], context: int,
                     exponents: Iterable[float] = (0.0, 0.5, 1.0), tp: int = 2, pp: int = 2, samples: int = 20000,
                     seed: int = 0):
-    """Distinct experts and per-user ceiling for Zipf-skewed routing (s = 0 is uniform)."""
+    """Distinct experts and per-user ceiling on ``basis`` for Zipf-skewed routing (s = 0 is uniform)."""
     import pandas as pd
 
     rows = []
     for s in exponents:
         pi = zipf_inclusion_probabilities(model.n_experts, model.top_k, s, samples=samples, seed=seed)
         for b in batches:
-            ce = ceiling(model, spec, plan, tp=tp, pp=pp, batch=b, context=context, routing="zipf", zipf_s=s)
+            ce = basis.ceiling(model, spec, tp=tp, pp=pp, batch=b, context=context, routing="zipf", zipf_s=s)
             rows.append({"zipf_s": s, "B": b, "distinct_experts": expected_distinct_from_inclusion(pi, b),
                          "per_user_tok_s": ce.per_user_tok_s})
     return pd.DataFrame(rows)
@@ -236,11 +267,13 @@ def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta:
 
 
 def plot_published(seed, prediction: dict | None = None, *, title: str = "", xlabel: str = "", ax=None,
-                   wrap: int = 14, plan: str = "linear-quantized"):
-    """Bar chart of the seed's published per-user tok/s (1 and 4 users, p10-p90 whiskers) against the
-    ceiling of each concurrency (dashed), each bar labelled with its share of the ceiling.
+                   wrap: int = 14, plan: str = ""):
+    """Bar chart of the seed's published per-user tok/s (1 and 4 users, whiskers: the reported range,
+    bar: its midpoint) against the ceiling of each concurrency (dashed), each bar labelled with its
+    share of the ceiling.
 
-    Bar heights: ``tok_s``; labels: ``pct_linear-quantized`` = 100 * tok_s / ceiling. Layout: the
+    Bar heights: ``tok_s``; labels: ``pct`` = 100 * tok_s / ceiling (the basis of
+    :func:`published_vs_ceiling`, which the caller names in ``title``). Layout: the
     legend sits below the axes (never over a bar), tick labels are wrapped to ``wrap`` characters
     (never overlapping), and the y axis leaves room for the labels above the tallest bar or line.
 
@@ -252,8 +285,8 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
         xlabel: x-axis label.
         ax: the axes to draw into (a new 10 x 4.8 in figure when None).
         wrap: tick-label width in characters.
-        plan: which ceiling columns to draw (``ceiling_<plan>``, ``pct_<plan>``); ``guide`` for the
-            decision guide's (``sm120lab.recommend.facts.with_guide_ceiling``).
+        plan: which ceiling columns to draw: "" for ``ceiling`` / ``pct`` (the basis of
+            :func:`published_vs_ceiling`), a plan name for ``ceiling_<plan>`` / ``pct_<plan>``.
 
     Returns:
         The figure.
@@ -265,6 +298,7 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
     import pandas as pd
 
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(10, 4.8))
+    ceil_col, pct_col = (f"ceiling_{plan}", f"pct_{plan}") if plan else ("ceiling", "pct")
     ok = seed[seed["tok_s"].notna()]
     names = list(dict.fromkeys(ok["backend"]))
     prediction = prediction or {}
@@ -278,10 +312,10 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
             if pd.notna(r["tok_s"]):
                 ax.errorbar(xi, r["tok_s"], yerr=[[r["tok_s"] - r["tok_s_low"]], [r["tok_s_high"] - r["tok_s"]]],
                             color="k", capsize=3, lw=1)
-                ax.annotate(f"{r[f'pct_{plan}']:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
+                ax.annotate(f"{r[pct_col]:.0f}%", (xi, r["tok_s_high"]), ha="center", va="bottom",
                             fontsize=9, xytext=(0, 2), textcoords="offset points")
                 top = max(top, r["tok_s_high"])
-        ceil = ok[ok["concurrency"] == c][f"ceiling_{plan}"]
+        ceil = ok[ok["concurrency"] == c][ceil_col]
         if len(ceil):
             ax.axhline(ceil.iloc[0], ls="--", lw=1, color=f"C{j}", label=f"ceiling, {users}: {ceil.iloc[0]:.0f} tok/s")
             top = max(top, ceil.iloc[0])
@@ -306,40 +340,43 @@ def plot_published(seed, prediction: dict | None = None, *, title: str = "", xla
     return fig
 
 
-def gap_paragraph(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None = None,
-                  width: int | None = None) -> str:
+def gap_paragraph(seed, model: ModelConfig, basis: Basis, context: int, width: int | None = None) -> str:
     """What the seed table says against the ceiling, in words, every number computed from ``seed``
-    (:func:`published_vs_ceiling` rows of :func:`seed_rows`) and the model. ``guide_ceiling``: the
-    decision guide's ceiling for the same setup (checkpoint formats and all-reduce latency counted),
-    quoted beside the bandwidth-only floor of ``plan``. ``width``: wrap the paragraph into lines of at
-    most that many characters (None: one line)."""
+    (:func:`published_vs_ceiling` rows of :func:`seed_rows`, whose ``ceiling`` is on ``basis``) and the
+    model; the bandwidth-only ceilings of the precision plans are quoted once, each with its label.
+    ``width``: wrap the paragraph into lines of at most that many characters (None: one line)."""
     import textwrap
 
-    text = _gap_text(seed, model, plan, context, guide_ceiling)
-    return text if width is None else textwrap.fill(text, width)
+    text = _gap_text(seed, model, basis, context)
+    return text if width is None else textwrap.fill(text, width, break_on_hyphens=False, break_long_words=False)
 
 
-def _gap_text(seed, model: ModelConfig, plan: Precision, context: int, guide_ceiling: float | None) -> str:
+def _gap_text(seed, model: ModelConfig, basis: Basis, context: int) -> str:
     marlin1, fi1 = seed_value(seed, "Marlin", 1, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 1, "tok_s")
     fi1a = seed_value(seed, "FlashInfer CUTLASS 120a", 1, "tok_s")
     marlin4, fi4 = seed_value(seed, "Marlin", 4, "tok_s"), seed_value(seed, "FlashInfer CUTLASS 120f", 4, "tok_s")
-    ceil1 = seed_value(seed, "Marlin", 1, "ceiling_linear-quantized")
-    ceil4 = seed_value(seed, "Marlin", 4, "ceiling_linear-quantized")
-    ceil1_eo = seed_value(seed, "Marlin", 1, "ceiling_experts-only")
+    ceil1, ceil4 = seed_value(seed, "Marlin", 1, "ceiling"), seed_value(seed, "Marlin", 4, "ceiling")
+    label = str(_seed_row(seed, "Marlin", 1)["basis"])
+    alt = {p: seed_value(seed, "Marlin", 1, f"ceiling_{p}") for p in PLANS if f"ceiling_{p}" in seed}
+    labels = other_basis_labels(plans=alt)
+    plan = basis.precision_for(model)
     c1, c4 = step_cost(model, plan, 1, context), step_cost(model, plan, 4, context)
     return (
-        f"On memory and link bandwidth alone, at one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode "
-        f"{ceil1:.0f} tok/s ({ceil1_eo:.0f} if only the experts are 4-bit)"
-        + (f"; the decision guide's ceiling, which counts the checkpoint's own formats and each all-reduce's "
-           f"latency, is {guide_ceiling:.0f} tok/s" if guide_ceiling else "") + ": every token must stream its share of the "
-        f"{c1.total_bytes / 1e9:.1f} GB it touches through each GPU's memory, and PP2 does not shorten that chain. "
-        f"Marlin's {marlin1:.1f} tok/s is {100 * marlin1 / ceil1:.0f}% of it, FlashInfer CUTLASS 120f's {fi1:.1f} is "
-        f"{100 * fi1 / ceil1:.0f}%, and 120a's {fi1a:.2f} is {100 * fi1a / ceil1:.0f}%: every backend is far from the "
+        f"At one user the 4x RTX PRO 6000 TP2 PP2 setup could at most decode {ceil1:.0f} tok/s ({label}): every "
+        f"token must stream its share of the {c1.total_bytes / 1e9:.1f} GB it touches through each GPU's memory, "
+        f"and PP2 does not shorten that chain"
+        + (" (on other bases: " + ", ".join(f"{v:.0f} tok/s on the {labels[p]}" for p, v in alt.items()) + ")"
+           if alt else "") + ". "
+        f"Marlin's {seed_reported(seed, 'Marlin', 1)} tok/s is {100 * marlin1 / ceil1:.0f}% of the {ceil1:.0f}, "
+        f"FlashInfer CUTLASS 120f's {seed_reported(seed, 'FlashInfer CUTLASS 120f', 1)} is "
+        f"{100 * fi1 / ceil1:.0f}%, and 120a's {seed_reported(seed, 'FlashInfer CUTLASS 120a', 1)} is "
+        f"{100 * fi1a / ceil1:.0f}%: every backend is far from the "
         f"memory floor, so what separates them is time spent outside the weight reads: launch overhead (many "
         f"small kernels per token at batch 1, in two pipeline stages), per-token activation quantization in W4A4 "
         f"paths, and slower tactics chosen by the autotuner. With four users the ceiling per user falls to "
-        f"{ceil4:.0f} tok/s ({100 * (1 - ceil4 / ceil1):.0f}% lower: the batch touches {c4.distinct_experts:.1f} "
-        f"distinct experts instead of {model.top_k}); Marlin falls {100 * (1 - marlin4 / marlin1):.0f}%, close to "
+        f"{ceil4:.0f} tok/s ({100 * (1 - ceil4 / ceil1):.0f}% lower, same basis: the batch touches "
+        f"{c4.distinct_experts:.1f} distinct experts instead of {model.top_k}); Marlin falls "
+        f"{100 * (1 - marlin4 / marlin1):.0f}%, close to "
         f"that, but 120f falls {100 * (1 - fi4 / fi1):.0f}%, more than the bytes explain: something on that path "
         f"costs more per extra sequence than the weights do. Decode here is bandwidth-bound by a wide margin "
         f"({c1.total_flops / c1.total_bytes:.1f} FLOP/byte), so faster FP4 arithmetic alone cannot close the gap; "
@@ -429,20 +466,30 @@ def _fmt1k(x) -> str:
     return f"{x:,.1f}"
 
 
-def step_cost_text(model: ModelConfig, plan: Precision, precision: str, context: int, batches: Iterable[int]) -> str:
-    """Section 1: the model's shape, parameters, the GB read per decode step by weight group at each
-    batch in ``batches``, the distinct experts per layer and the B=1 arithmetic intensity (FLOP/byte)."""
-    import pandas as pd
+def formats_text(plan: Precision) -> str:
+    """The weight formats of a precision, grouped: ``nvfp4: routed experts, attention; bf16: ...``."""
+    groups: dict[str, list[str]] = {}
+    for name, field in (("routed experts", "experts"), ("shared expert", "shared"), ("attention", "attention"),
+                        ("linear attention", "linear_attention"), ("router", "router"), ("lm_head", "lm_head"),
+                        ("KV cache", "kv_cache")):
+        groups.setdefault(getattr(plan, field), []).append(name)
+    return "; ".join(f"{fmt}: {', '.join(names)}" for fmt, names in groups.items())
 
-    from .decode import PRECISION_PLANS
+
+def step_cost_text(model: ModelConfig, basis: Basis, context: int, batches: Iterable[int]) -> str:
+    """Section 1: the model's shape, parameters, the weight formats of ``basis``, the GB read per decode
+    step by weight group at each batch in ``batches``, the distinct experts per layer and the B=1
+    arithmetic intensity (FLOP/byte)."""
+    import pandas as pd
 
     batches = list(batches)
     cfg = model
+    plan = basis.precision_for(cfg)
     lines = [f"{cfg.name}: {cfg.n_layers} layers ({cfg.n_full_attn_layers} full attention, "
              f"{cfg.n_sliding_attn_layers} sliding, {cfg.n_linear_attn_layers} Gated DeltaNet), "
              f"E={cfg.n_experts} top-{cfg.top_k}, H={cfg.hidden}, I={cfg.moe_intermediate}, vocab {cfg.vocab}",
              f"parameters: {cfg.total_params() / 1e9:.1f} B total, {cfg.active_params() / 1e9:.2f} B active per token",
-             f"precision plan '{precision}': {PRECISION_PLANS[precision]}"]
+             f"weight formats ({basis.label}): {formats_text(plan)}"]
     costs = {b: step_cost(cfg, plan, b, context) for b in batches}
     per_step = pd.DataFrame({f"B={b}": {**{k: v / 1e9 for k, v in c.bytes.items()}, "TOTAL": c.total_bytes / 1e9}
                              for b, c in costs.items()})
@@ -486,15 +533,23 @@ def _fitting_rows(ceil_table):
     return ceil_table[ceil_table["B"].notna()].astype({"B": int})
 
 
-def ceiling_report(ceil_table, model: ModelConfig, *, gpus: list[str], weight_format: str, precision: str, tp: int,
-                   pp: int, context: int, routing: str, batches: list[int]) -> str:
-    """Section 3: per-user ceiling by GPU and users B (:func:`ceiling_table`), then the memory held
-    per GPU at the largest B and the GPUs that have no ceiling."""
-    lines = [f"{model.name}, {weight_format} '{precision}', TP{tp} x PP{pp}, context {context}, {routing} routing",
-             "per-user ceiling, tok/s (rows: GPU; columns: concurrent users B):"]
+def ceiling_report(ceil_table, model: ModelConfig, *, gpus: list[str], tp: int, pp: int, context: int, routing: str,
+                   batches: list[int]) -> str:
+    """Section 3: per-user ceiling by GPU and users B (:func:`ceiling_table`), the basis of each GPU's
+    row, then the memory held per GPU at the largest B and the GPUs that have no ceiling."""
     ok_rows = _fitting_rows(ceil_table)
-    lines.append(ok_rows.pivot(index="gpu", columns="B", values="per_user_tok_s").reindex(
-        [g for g in gpus if g in set(ok_rows["gpu"])]).to_string(float_format=_fmt1))
+    order = [g for g in gpus if g in set(ok_rows["gpu"])]
+    labels = ok_rows.groupby("gpu", sort=False)["basis"].first().reindex(order)
+    main = labels.mode().iloc[0] if len(labels) else ""
+    lines = [f"{model.name}, TP{tp} x PP{pp}, context {context}, {routing} routing",
+             f"per-user ceiling, tok/s (rows: GPU; columns: concurrent users B); basis: {main}"
+             + ("; except as marked *" if (labels != main).any() else "") + ":"]
+    table = ok_rows.pivot(index="gpu", columns="B", values="per_user_tok_s").reindex(order)
+    table.index = [g + (" *" if labels[g] != main else "") for g in order]
+    lines.append(table.to_string(float_format=_fmt1))
+    for g in order:
+        if labels[g] != main:
+            lines.append(f"  * {g}: {labels[g]}")
     lines.append(f"\nmemory held per GPU at B={max(batches)} (weights + KV cache + linear state + activations):")
     for _, r in ok_rows[ok_rows["B"] == max(batches)].iterrows():
         lines.append(f"  {r['gpu']:<13} {r['GB_held_per_gpu']:7.1f} GB of {r['mem_GB']:g} GB: "
@@ -505,46 +560,69 @@ def ceiling_report(ceil_table, model: ModelConfig, *, gpus: list[str], weight_fo
 
 
 def plot_ceilings(ceil_table, model: ModelConfig, *, tp: int, pp: int, batches: list[int]):
-    """Section 3's figure: per-user ceiling vs users B per GPU (dotted where the model does not fit)."""
+    """Section 3's figure: per-user ceiling vs users B per GPU (dotted where the model does not fit); the
+    title names the basis, and a GPU on another basis (no cited latency) says so in its legend entry."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for (g, grp), marker in zip(_fitting_rows(ceil_table).groupby("gpu", sort=False), "osD^v"):
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    rows = _fitting_rows(ceil_table)
+    main = rows["basis"].mode().iloc[0] if len(rows) else ""
+    for (g, grp), marker in zip(rows.groupby("gpu", sort=False), "osD^v"):
         fits = grp["fits"].all()
+        other = grp["basis"].iloc[0] != main
         ax.plot(grp["B"], grp["per_user_tok_s"], marker=marker, ls="-" if fits else ":", mfc="none" if fits else None,
-                label=g + ("" if fits else " (does not fit: dotted)"))
+                label=g + ("" if fits else " (does not fit: dotted)") + (" (no cited all-reduce latency)" if other else ""))
     _finish(ax, "concurrent users B", "per-user ceiling, tok/s",
-            f"{model.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user", legend_size=8)
+            f"{model.name} on {tp * pp} GPUs (TP{tp} PP{pp}): decode ceiling per user\n"
+            + textwrap.fill(main, 90), legend_size=8, title_size=9)
     ax.set_xticks(batches, [str(b) for b in batches])
     plt.tight_layout()
     return fig
 
 
-def measured_ceiling_text(model: ModelConfig, plan: Precision, gpus: dict[str, GPUSpec], names: list[str], *,
+def measured_ceiling_text(model: ModelConfig, basis: Basis, gpus: dict[str, GPUSpec], names: list[str], *,
                           tp: int, pp: int, batches: list[int], context: int, routing: str) -> str:
-    """The H200's ceiling at its measured copy bandwidth (the recorded bench run), when it has one."""
+    """The H200's ceiling on ``basis`` at its measured copy bandwidth (the recorded bench run), when it has one."""
     h200 = gpus["h200"]
     if not (h200.measured_copy_GBps and "h200" in names):
         return "no measured H200 ceilings recorded in data/bench/: datasheet values only"
-    meas = ceiling_table(model, plan, gpus, ["h200"], tp=tp, pp=pp, batches=batches, context=context,
+    meas = ceiling_table(model, basis, gpus, ["h200"], tp=tp, pp=pp, batches=batches, context=context,
                          routing=routing, bandwidth="measured")
-    return (f"h200 at the measured {h200.measured_copy_GBps:,.0f} GB/s ({h200.measured_source}):\n"
+    return (f"h200 at the measured {h200.measured_copy_GBps:,.0f} GB/s ({h200.measured_source}); "
+            f"basis: {meas['basis'].iloc[0]}:\n"
             + meas[["B", "per_user_tok_s", "aggregate_tok_s", "bound", "bandwidth"]].to_string(index=False,
                                                                                              float_format=_fmt1k))
 
 
 #: section 4's columns of :func:`seed_rows` and their printed names
-SEED_COLUMNS = {"backend": "backend", "cuda": "CUDA", "concurrency": "users", "tok_s": "tok/s",
-                "correct_output": "correct", "ceiling_linear-quantized": "ceiling", "pct_linear-quantized": "%",
-                "ceiling_experts-only": "ceiling (experts-only)", "pct_experts-only": "% (experts-only)"}
+SEED_COLUMNS = {"backend": "backend", "cuda": "CUDA", "concurrency": "users", "reported": "reported tok/s",
+                "tok_s": "midpoint", "correct_output": "correct", "ceiling": "ceiling", "pct": "%"}
+#: the other bases' columns, short names (their labels are printed above the table)
+OTHER_COLUMNS = {"linear-quantized": "LQ", "experts-only": "EO"}
 
 
-def seed_table_text(seed, spec: GPUSpec) -> str:
-    """Section 4: the seed's rows with the ceiling of each plan and their share of it."""
-    return (f"per-user tok/s and ceilings for 4x RTX PRO 6000 TP2 PP2 (datasheet {spec.mem_bw_GBps:g} GB/s, "
-            f"PCIe {spec.pcie_GBps_per_dir:g} GB/s per direction); % = share of the ceiling\n"
-            + seed[list(SEED_COLUMNS)].rename(columns=SEED_COLUMNS).to_string(index=False, float_format=_fmt1,
-                                                                             na_rep="-"))
+def seed_table_text(seed, spec: GPUSpec, weight_format: str = "nvfp4") -> str:
+    """Section 4: the seed's rows (the reported range and its midpoint) against the ceiling of each
+    row's own setup on the basis of :func:`published_vs_ceiling` (``ceiling``, ``%``), then on each
+    other basis it added (``ceiling LQ``, ...), every basis named above the table."""
+    from .published import reported_tok_s
+
+    tab = seed.copy()
+    tab["reported"] = [reported_tok_s(lo, hi, midpoint=False) for lo, hi in zip(tab["tok_s_low"], tab["tok_s_high"])]
+    cols = dict(SEED_COLUMNS)
+    labels = other_basis_labels(weight_format, [p for p in OTHER_COLUMNS if f"ceiling_{p}" in tab])
+    lines = [f"per-user tok/s for 4x RTX PRO 6000 TP2 PP2 (datasheet {spec.mem_bw_GBps:g} GB/s, PCIe "
+             f"{spec.pcie_GBps_per_dir:g} GB/s per direction) against the ceiling of each row's setup; "
+             "% = midpoint / ceiling",
+             f"  ceiling, %: {tab['basis'].iloc[0]}"]
+    for p, label in labels.items():
+        short = OTHER_COLUMNS[p]
+        cols[f"ceiling_{p}"], cols[f"pct_{p}"] = f"ceiling {short}", f"% {short}"
+        lines.append(f"  ceiling {short}, % {short}: {label}")
+    lines.append(tab[list(cols)].rename(columns=cols).to_string(index=False, float_format=_fmt1, na_rep="-"))
+    return "\n".join(lines)
 
 
 def concurrency_grid(batches: Iterable[int], top: int = 64, n: int = 25):
@@ -554,17 +632,23 @@ def concurrency_grid(batches: Iterable[int], top: int = 64, n: int = 25):
     return np.unique(np.concatenate([np.array(list(batches)), np.geomspace(1, top, n).round()])).astype(int)
 
 
-def ceiling_curves_text(panels, unmatched, *, precision: str, batches) -> str:
-    """Section 5: each :func:`ceiling_curves` panel's ceiling at B=1 and at the largest B, and every
-    published point on it as a share of the ceiling; then the rows without a ceiling."""
+def ceiling_curves_text(panels, unmatched, basis: Basis, *, batches) -> str:
+    """Section 5: each :func:`ceiling_curves` panel's ceiling on ``basis`` at B=1 and at the largest B
+    (its label on the panel's line), and every published point on it as a share of that ceiling (the
+    reported range, and the midpoint the share is computed from); then the rows without a ceiling."""
+    from .published import reported_tok_s
+
     lines = []
-    for gpu_name, m, ptp, ppp, grp, curve in panels:
-        lines.append(f"ceiling {m.name} on {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}: per user "
+    for gpu_name, m, ptp, ppp, grp, curve, label in panels:
+        lines.append(f"ceiling {m.name} on {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp} ({label}): per user "
                      f"{curve[0].per_user_tok_s:.1f} tok/s at B=1, aggregate {curve[-1].aggregate_tok_s:.0f} tok/s at "
                      f"B={batches[-1]}")
         for _, r in grp.iterrows():
-            lines.append(f"    {r['backend']}, c={r['concurrency']}: {r['per_user_tok_s']:.1f} tok/s per user = "
-                         f"{r[f'pct_{precision}']:.0f}% of the ceiling ({r['source_url']})")
+            said = reported_tok_s(r["tok_s_low"], r["tok_s_high"])
+            said = (f"{said} tok/s per user" if r["tok_s_basis"] == "per_user"
+                    else f"{said} tok/s aggregate = {r['per_user_tok_s']:.1f} per user")
+            lines.append(f"    {r['backend']}, c={r['concurrency']}: {said} = "
+                         f"{100 * r['per_user_tok_s'] / r['ceiling_here']:.0f}% of that ceiling ({r['source_url']})")
     for (model_name, url), grp in unmatched.groupby(["model", "source_url"]):
         lines.append(f"no ceiling for {len(grp)} published rows: model '{model_name}' is not a preset "
                      f"({grp['hardware'].iloc[0]}; {url})")
@@ -572,25 +656,30 @@ def ceiling_curves_text(panels, unmatched, *, precision: str, batches) -> str:
 
 
 def plot_ceiling_curves(panels, batches):
-    """Section 5's figure: per panel the per-user and aggregate ceiling vs users, published points on it."""
+    """Section 5's figure: per panel the per-user and aggregate ceiling vs users, published points on it;
+    each panel's title names the basis of its ceiling."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, (gpu_name, m, ptp, ppp, grp, curve) in zip(axes[0], panels):
-        ax.plot(batches, [c.per_user_tok_s for c in curve], "k-", label="ceiling, per user")
-        ax.plot(batches, [c.aggregate_tok_s for c in curve], "k--", label="ceiling, aggregate")
+    for ax, (gpu_name, m, ptp, ppp, grp, curve, label) in zip(axes[0], panels):
+        ax.plot(batches, [c.per_user_tok_s for c in curve], "k-", label=f"ceiling, per user ({label.split(':')[0]})")
+        ax.plot(batches, [c.aggregate_tok_s for c in curve], "k--", label="ceiling, aggregate (same basis)")
         for i, (backend, g2) in enumerate(grp.groupby("backend")):
             ax.plot(g2["concurrency"], g2["per_user_tok_s"], "o", color=f"C{i}", label=f"{backend} (per user)")
             ax.plot(g2["concurrency"], g2["aggregate_tok_s"], "s", mfc="none", color=f"C{i}")
         _finish(ax, "concurrent sequences", "tok/s (circles: per user, squares: aggregate)",
-                f"{m.name}, {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}", logy=True, title_size=10)
+                f"{m.name}, {ptp * ppp}x {gpu_name} TP{ptp} PP{ppp}\n" + textwrap.fill(f"ceiling: {label}", 64),
+                logy=True, title_size=9)
     plt.tight_layout()
     return fig
 
 
-def zipf_skew_text(skew, model: ModelConfig) -> str:
-    """Section 5: :func:`zipf_skew_table` pivoted by users B and skew s."""
-    return (f"{model.name} on 4x rtx-pro-6000 TP2 PP2 (s=0 is uniform routing); per-user ceiling by skew:\n"
+def zipf_skew_text(skew, model: ModelConfig, label: str) -> str:
+    """Section 5: :func:`zipf_skew_table` pivoted by users B and skew s; ``label``: the basis of its ceilings."""
+    return (f"{model.name} on 4x rtx-pro-6000 TP2 PP2 (s=0 is uniform routing); per-user ceiling by skew "
+            f"({label}):\n"
             + skew.pivot(index="B", columns="zipf_s", values=["distinct_experts", "per_user_tok_s"])
             .to_string(float_format=_fmt1))
 
@@ -662,38 +751,44 @@ def plot_moe_only(moe_tab, model: ModelConfig, bandwidth_GBps: float, *, weight_
 
 def prediction_text(prediction: dict, efficiency: dict, seed, h200: GPUSpec) -> str:
     """Section 7: per users T, the kernel's share of its floor on the H200 and the predicted tok/s
-    (:func:`predict_with_kernel`) beside Marlin's recorded share of the ceiling."""
+    (:func:`predict_with_kernel`) beside Marlin's recorded share of the same ceiling (the prediction's own,
+    ``ceiling_tok_s``)."""
     if not prediction:
         return "no recorded Triton MoE-layer sweep in data/bench/: no prediction"
     lines = []
     for T, p in prediction.items():
         e = efficiency[T]
         marlin = seed_value(seed, "Marlin", T, "tok_s")
-        ceil = seed_value(seed, "Marlin", T, "ceiling_linear-quantized")
+        ceil = p["ceiling_tok_s"]
         lines.append(f"{T} user{'s' if T > 1 else ''}: {e['contender']} reached {100 * e['eta']:.1f}% of its floor on "
                      f"the H200 ({e['us_median']:.1f} us vs {e['floor_us']:.1f} us at {h200.mem_bw_GBps:g} GB/s, "
                      f"{e['file']})")
         lines.append(f"   ceiling {p['ceiling_tok_s']:.0f} tok/s -> predicted {p['predicted_tok_s']:.0f} tok/s per "
-                     f"user ({p['pct_of_ceiling']:.0f}% of the ceiling); Marlin recorded {marlin:.1f} = "
-                     f"{100 * marlin / ceil:.0f}%")
+                     f"user ({p['pct_of_ceiling']:.0f}% of the ceiling); Marlin recorded "
+                     f"{seed_reported(seed, 'Marlin', T)} = {100 * marlin / ceil:.0f}% of the same ceiling")
     return "\n".join(lines)
 
 
 #: the published columns notebook 04 records (``results/04_throughput.json``, ``published_vs_ceiling``)
-RECORDED_PUBLISHED = ["source_url", "hardware", "model", "backend", "cuda", "concurrency", "tok_s", "tok_s_basis",
-                      "correct_output", "ceiling_linear-quantized", "pct_linear-quantized", "ceiling_experts-only",
-                      "pct_experts-only"]
+RECORDED_PUBLISHED = ["source_url", "hardware", "model", "backend", "cuda", "concurrency", "tok_s_low", "tok_s_high",
+                      "tok_s", "tok_s_basis", "correct_output", "ceiling", "pct", "basis", "ceiling_linear-quantized",
+                      "pct_linear-quantized", "ceiling_experts-only", "pct_experts-only"]
 
 
-def results_record(params: dict, ceil_table, pub, prediction: dict, efficiency: dict, measured_here: str | None) -> dict:
-    """What notebook 04 records: its parameters, the ceiling table, the published rows against their
-    ceilings, the prediction (with the contender and file it came from) and the live sweep's file."""
+def results_record(params: dict, ceil_table, pub, prediction: dict, efficiency: dict, measured_here: str | None,
+                   basis: Basis | None = None) -> dict:
+    """What notebook 04 records: its parameters, the basis of its ceilings and the other bases' labels,
+    the ceiling table, the published rows against their ceilings (``tok_s`` is the midpoint of
+    ``tok_s_low``-``tok_s_high``), the prediction (with the contender and file it came from) and the
+    live sweep's file."""
     import numpy as np
 
     return {
         "params": params,
+        "basis": None if basis is None else basis.label,
+        "other_bases": {f"ceiling_{p}": label for p, label in other_basis_labels(params.get("weight_format", "nvfp4")).items()},
         "ceiling_table": ceil_table.replace({np.nan: None}).to_dict("records"),
-        "published_vs_ceiling": pub[RECORDED_PUBLISHED].replace({np.nan: None}).to_dict("records"),
+        "published_vs_ceiling": pub[[c for c in RECORDED_PUBLISHED if c in pub]].replace({np.nan: None}).to_dict("records"),
         # a prediction from recorded data (which file, which contender), not a timing of this machine
         "prediction_triton_on_seed_setup": {str(T): {**p, "contender": efficiency[T]["contender"],
                                                      "from": efficiency[T]["file"]} for T, p in prediction.items()},
@@ -727,11 +822,13 @@ def headline_rows(guide, guide_gpu: str, seed, seed_ceiling, model: ModelConfig,
         ("what to run (the decision guide's do-this block)", guide.block.serve_line, "info",
          f"{guide.block.install}; verify: {guide.block.verify}"),
         (f"decode ceiling of {setup_name}", f"{ceil1:.0f} tok/s", "info",
-         f"{ceil.counted}; {ceil.ceiling.bound}-bound; all-reduce latency "
+         f"the one ceiling of this notebook (every number on another basis says so); {ceil.counted}; "
+         f"{ceil.ceiling.bound}-bound; all-reduce latency "
          f"{ceil.latency_us:g} us each (without it: {ceil.without_latency.per_user_tok_s:.0f} tok/s)"),
         ("the seed's backends, as a share of that ceiling",
-         f"Marlin {marlin1:.1f} = {100 * marlin1 / ceil1:.0f}%, FlashInfer CUTLASS 120f {fi1:.1f} = "
-         f"{100 * fi1 / ceil1:.0f}%, 120a {fi1a:.2f} = {100 * fi1a / ceil1:.0f}%", "warn",
+         f"Marlin {seed_reported(seed, 'Marlin', 1)} = {100 * marlin1 / ceil1:.0f}%, FlashInfer CUTLASS 120f "
+         f"{seed_reported(seed, 'FlashInfer CUTLASS 120f', 1)} = {100 * fi1 / ceil1:.0f}%, 120a "
+         f"{seed_reported(seed, 'FlashInfer CUTLASS 120a', 1)} = {100 * fi1a / ceil1:.0f}%", "warn",
          "published per-user tok/s (flashinfer#2723) over the guide's ceiling; section 4"),
         (f"{model.name} {weight_format} fits on 4x RTX PRO 6000 TP2 PP2", "yes" if at64["fits"] else "NO",
          "ok" if at64["fits"] else "bad",
@@ -771,17 +868,15 @@ def measured_gpu_text(spec: GPUSpec) -> str:
             f"bf16 matmul {spec.measured_bf16_TFLOPs:,.0f} TFLOP/s; from {spec.measured_source}")
 
 
-def plot_seed_vs_guide(seed_guide, prediction: dict | None = None):
-    """Section 4's figure: :func:`plot_published` of the seed's rows against the decision guide's ceiling of
-    each row's own setup (``seed_guide``: ``sm120lab.recommend.facts.with_guide_ceiling`` of :func:`seed_rows`),
-    ``% = 100 x tok_s / ceiling_guide``, with the kernel ``prediction`` as the last group."""
-    return plot_published(seed_guide, prediction, plan="guide",
-                          title="4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the guide's ceiling",
+def plot_seed_vs_guide(seed, prediction: dict | None = None):
+    """Section 4's figure: :func:`plot_published` of the seed's rows (:func:`seed_rows` of
+    :func:`published_vs_ceiling`) against the ceiling of each row's own setup on its basis (named in the
+    title), ``% = 100 x midpoint / ceiling``, with the kernel ``prediction`` as the last group."""
+    import textwrap
+
+    label = str(seed["basis"].iloc[0]) if len(seed) else ""
+    return plot_published(seed, prediction,
+                          title="4x RTX PRO 6000 TP2 PP2: published tok/s, % = share of the ceiling\n"
+                                + textwrap.fill(f"ceiling: {label}", 100),
                           xlabel="backend (seed report, flashinfer#2723; last: this project's Triton MoE kernel, "
                                  "section 7)")
-
-
-def guide_seed_text(seed_guide) -> str:
-    """Section 4: the seed's rows against the guide's ceiling of each row's own setup."""
-    return seed_guide[["backend", "concurrency", "tok_s", "ceiling_guide", "pct_guide"]].to_string(
-        index=False, float_format=_fmt1, na_rep="-")

@@ -3,7 +3,8 @@
 Columns: source, source_url, date, hardware, gpu, n_gpus, tp, pp, model, checkpoint, backend,
 vllm_moe_backend (the ``--moe-backend`` choice the reported backend is, empty when unstated), moe_kernel, cuda, concurrency, tok_s_low, tok_s_high, tok_s_basis ('per_user' | 'aggregate'),
 correct_output ('yes' | 'no' | 'unknown'), notes. A reported range "46-49" is kept as low/high;
-``tok_s`` (added on load) is their midpoint, empty where the run produced no usable output.
+``tok_s`` (added on load) is their midpoint, empty where the run produced no usable output; a page that
+shows it names it so (:func:`reported_tok_s`).
 """
 
 from __future__ import annotations
@@ -48,3 +49,20 @@ def load_published(directory: str | Path | None = None):
     out["per_user_tok_s"] = out["tok_s"].where(~agg, out["tok_s"] / out["concurrency"])
     out["aggregate_tok_s"] = out["tok_s"].where(agg, out["tok_s"] * out["concurrency"])
     return out
+
+
+def reported_tok_s(low, high, *, midpoint: bool = True) -> str:
+    """A published tok/s as its source reported it: ``46-49`` for a range (``46-49 (midpoint 47.5)``
+    with ``midpoint``, the number the workbook computes shares from), ``39`` for one number, ``-``
+    where the run gave no usable output."""
+    import math
+
+    try:
+        lo, hi = float(low), float(high)
+    except (TypeError, ValueError):
+        return "-"
+    if math.isnan(lo) or math.isnan(hi):
+        return "-"
+    if lo == hi:
+        return f"{lo:g}"
+    return f"{lo:g}-{hi:g}" + (f" (midpoint {(lo + hi) / 2:g})" if midpoint else "")
