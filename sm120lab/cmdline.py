@@ -42,6 +42,22 @@ class UsageError(SystemExit):
         return self.message
 
 
+#: the largest seed a command takes (a generator seed is 64 bits; negative ones would alias large ones)
+SEED_MAX = 2**63 - 1
+
+
+def seed_arg(text: str) -> int:
+    """``type=`` of every ``--seed``: an integer in [0, 2**63-1] (what ``torch.Generator.manual_seed``
+    takes without aliasing); argparse turns the ``ArgumentTypeError`` into one line naming the option, exit 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63-1], got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63-1], got {text}")
+    return value
+
+
 def command_line(prog: str | None = None, argv: Sequence[str] | None = None) -> str:
     """Return ``prog arg1 arg2 ...`` with every argument shell-quoted (``shlex.join``).
 

@@ -132,3 +132,164 @@ def test_a_failed_judgement_is_status_1_not_2(tmp_path):
     assert cli("compare", str(good), str(good))[0] == 0
     status, out = cli("compare", str(good), str(bad))
     assert status == 1 and "Traceback" not in out
+
+
+# --- validation at the edges ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("k", 0), ("H", 0), ("E", 0), ("E", 8.0), ("I", -16), ("k", True),
+                                          ("default_tokens", 0), ("E", "8")])
+def test_moe_config_refuses_a_shape_no_layer_has(field, value):
+    from sm120lab.moe.problem import MoEConfig
+
+    kw = {"E": 8, "k": 2, "H": 128, "I": 64, field: value}
+    with pytest.raises(ValueError) as exc:
+        MoEConfig("x", **kw)
+    msg = str(exc.value)
+    assert msg.startswith(f"MoEConfig.{field}: expected a positive integer") and repr(value) in msg and "\n" not in msg
+
+
+def test_moe_config_refuses_top_k_above_experts_and_keeps_numpy_ints_as_ints():
+    import numpy as np
+
+    from sm120lab.moe.problem import MoEConfig
+
+    with pytest.raises(ValueError, match=r"^MoEConfig.k: expected top-k <= E=2 experts, got 3$"):
+        MoEConfig("x", E=2, k=3, H=128, I=64)
+    cfg = MoEConfig("x", E=np.int64(8), k=2, H=128, I=64)
+    assert type(cfg.E) is int and cfg.E == 8
+
+
+GOOD_ENTRY = {"E": 8, "N": 64, "K": 128, "top_k": 2, "T": 4, "path": "mma", "w13": "m16n64k128w4s4",
+              "w2": "m16n64k128w4s4"}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"T": 0}, "T: expected a positive integer, got 0"),
+    ({"T": -4}, "T: expected a positive integer, got -4"),
+    ({"T": "4"}, "T: expected a positive integer, got '4'"),
+    ({"E": 0}, "E: expected a positive integer"),
+    ({"N": None}, "N: expected a positive integer, got None"),
+    ({"top_k": 9}, "top_k: expected <= E=8"),
+    ({"path": "nope"}, "path: expected one of frag, decode, mma, got 'nope'"),
+    ({"w13": "nope"}, "w13: unknown mma tile 'nope'"),
+    ({"w2": ["x"]}, "w2: expected a mma tile name"),
+    ({"w2": "f2w4"}, "w2: unknown mma tile 'f2w4'"),
+])
+def test_tile_table_entries_are_checked_one_by_one_at_load(tmp_path, change, needle):
+    from sm120lab.kernels.plan import TileTable
+
+    f = tmp_path / "cpu.json"
+    entries = [dict(GOOD_ENTRY), {**GOOD_ENTRY, "T": 16, **change}]
+    f.write_text(json.dumps({"schema": 1, "device": "cpu", "entries": entries}))
+    with pytest.raises(ValueError) as exc:
+        TileTable.load(f)
+    msg = str(exc.value)
+    assert msg.startswith(f"tile table {f}: entries[1]: ") and needle in msg and "\n" not in msg
+
+
+def test_tile_table_entry_that_is_not_an_object_and_the_repositorys_tables_load(tmp_path):
+    from sm120lab.kernels.plan import TILES_DIR, TileTable
+
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"schema": 1, "entries": [GOOD_ENTRY, 7]}))
+    with pytest.raises(ValueError, match=r"entries\[1\]: expected an object"):
+        TileTable.load(f)
+    tables = sorted(TILES_DIR.glob("*.json"))
+    assert tables and all(TileTable.load(t).entries for t in tables)
+
+
+def test_a_bad_table_under_sm120lab_tiles_dir_is_named_at_plan_time(tmp_path, monkeypatch):
+    from sm120lab.kernels.plan import MoEShape, plan_moe, reload_tables
+
+    (tmp_path / "cpu.json").write_text(json.dumps({"schema": 1, "entries": [{**GOOD_ENTRY, "T": 0}]}))
+    monkeypatch.setenv("SM120LAB_TILES_DIR", str(tmp_path))
+    reload_tables()
+    try:
+        with pytest.raises(ValueError) as exc:
+            plan_moe(MoEShape(E=8, N=64, K=128, top_k=2), 4, device="cpu")
+        assert str(exc.value).startswith(f"tile table {tmp_path / 'cpu.json'}: entries[0]: T: expected")
+        (tmp_path / "cpu.json").write_text(json.dumps({"schema": 1, "entries": [GOOD_ENTRY]}))
+        reload_tables()
+        plan = plan_moe(MoEShape(E=8, N=64, K=128, top_k=2), 4, device="cpu")
+        assert plan.source.startswith("table") and plan.w13.name == "m16n64k128w4s4"
+    finally:
+        monkeypatch.delenv("SM120LAB_TILES_DIR")
+        reload_tables()
+
+
+def test_bench_tiles_with_a_bad_entry_is_one_line_before_anything_runs(tmp_path):
+    f = tmp_path / "tiles.json"
+    f.write_text(json.dumps({"schema": 1, "entries": [{**GOOD_ENTRY, "path": "warp"}]}))
+    before = f.read_bytes()
+    one_line_error(*cli("bench", "moe", "--model", "tiny", "--tiles", str(f)), "--tiles: tile table", "entries[0]",
+                   "path: expected")
+    assert f.read_bytes() == before
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (2, 0, 32), (3, 5, 0, 16)])
+def test_empty_input_to_swizzled_quantization_round_trips(shape):
+    import torch
+
+    from sm120lab.nvfp4 import dequantize_nvfp4, quantize_nvfp4
+
+    q = quantize_nvfp4(torch.zeros(shape), torch.tensor(1.0), scale_layout="swizzled")
+    assert tuple(dequantize_nvfp4(q).shape) == shape
+    lin = q.with_layout("linear")
+    assert tuple(lin.scale.shape) == (*shape[:-1], shape[-1] // 16)
+    assert tuple(lin.with_layout("swizzled").scale.shape) == tuple(q.scale.shape)
+
+
+def test_unswizzle_names_its_arguments():
+    import torch
+
+    from sm120lab.nvfp4.swizzle import unswizzle_scales_128x4
+
+    with pytest.raises(ValueError, match=r"^unswizzle_scales_128x4: rows=129, cols=1 .*'swizzled'"):
+        unswizzle_scales_128x4(torch.zeros(128, 4, dtype=torch.float8_e4m3fn), 129, 1)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--tokens", "2", "--device", "cpu", "--backend", "reference", "--seed", str(2**63)],
+    ["check", "--tokens", "2", "--device", "cpu", "--backend", "reference", "--seed", "-1"],
+    ["check", "--tokens", "2", "--device", "cpu", "--backend", "reference", "--seed", "99999999999999999999"],
+    ["check", "--sweep", "2", "--device", "cpu", "--routing", "uniform", "--seed", str(2**63 - 1)],
+    ["bench", "moe", "--model", "tiny", "--seed", "-5"],
+    ["dev", "gpu-probes", "--seed", str(2**64)],
+])
+def test_an_out_of_range_seed_is_named(argv):
+    status, out = cli(*argv)
+    last = out.strip().splitlines()[-1]  # argparse prints its usage first, then the one error line
+    assert status == 2 and "Traceback" not in out and "Overflow" not in out, out
+    assert "--seed" in last and "expected" in last and "2**63" in last, out
+
+
+def test_make_moe_problem_names_an_out_of_range_seed():
+    from sm120lab.moe import make_moe_problem
+
+    for seed in (-1, 2**63, 1.5):
+        with pytest.raises(ValueError, match=r"^seed must be an int in \[0, 2\*\*63-1\]"):
+            make_moe_problem("tiny", tokens=2, seed=seed)
+    assert make_moe_problem("tiny", tokens=2, seed=2**63 - 1).seed == 2**63 - 1
+
+
+@pytest.mark.parametrize("content", ["not json", '{"cells": 3}', "[]", "\x00\x01", '{"nbformat": 4}'])
+def test_a_notebook_that_is_not_a_notebook_is_named(books, tmp_path, content):
+    nbs, flag = books
+    (nbs / "02_b.ipynb").write_text(content)
+    out = tmp_path / "run"
+    one_line_error(*cli("run", "--no-progress", "--notebooks-dir", str(nbs), "--out", str(out)),
+                   str(nbs / "02_b.ipynb"), "expected a Jupyter notebook")
+    assert not flag.exists() and not out.exists()
+
+
+def test_model_and_preset_lookups_are_case_insensitive():
+    from sm120lab import recommend
+    from sm120lab.moe import make_moe_problem
+
+    upper, lower = recommend.answer("rtx-pro-6000", model="GPT-OSS-120B"), recommend.answer("rtx-pro-6000",
+                                                                                          model="gpt-oss-120b")
+    assert upper.setup == lower.setup and upper.block.to_markdown() == lower.block.to_markdown()
+    status, out = cli("recommend", "--model", "Qwen3-235B-A22B", "--markdown")
+    assert status == 0 and "qwen3-235b-a22b" in out
+    assert make_moe_problem("TINY", tokens=2, seed=3).config.name == "tiny"
+    one_line_error(*cli("recommend", "--model", "llama"), "--model:", "expected one of")

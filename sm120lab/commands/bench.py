@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from ..cmdline import seed_arg
+
 
 def _tokens(text: str) -> tuple[int, ...]:
     try:
@@ -14,6 +16,22 @@ def _tokens(text: str) -> tuple[int, ...]:
     if not vals or min(vals) < 1:
         raise SystemExit(f"--tokens must be comma-separated positive integers, got {text!r}")
     return vals
+
+
+def _check_tiles(path: str) -> None:
+    """Refuse a ``--tiles`` table with a bad entry before anything is timed (a missing file is created by ``--tune``)."""
+    from pathlib import Path
+
+    from ..kernels.plan import TileTable
+
+    p = Path(path)
+    if p.is_dir():
+        raise SystemExit(f"--tiles: expected a tile-table JSON file, got the folder {path!r}")
+    if p.exists():
+        try:
+            TileTable.load(p)
+        except ValueError as exc:
+            raise SystemExit(f"--tiles: {exc}") from None
 
 
 def register(subparsers) -> None:
@@ -35,7 +53,7 @@ def register(subparsers) -> None:
                    help="tile-table JSON to read (and write with --tune); default data/tiles/<device>.json")
     m.add_argument("--no-eager", action="store_true", help="CUDA-graph rows only (no eager timing of ours)")
     m.add_argument("--no-check", action="store_true", help="skip the correctness checks (not for reports)")
-    m.add_argument("--seed", type=int, default=None, help="seed of weights and routings (default: fresh, recorded)")
+    m.add_argument("--seed", type=seed_arg, default=None, help="seed of weights and routings (default: fresh, recorded)")
     m.add_argument("--out", default=None, help="JSON path (default data/bench/moe_<gpu>_<UTC date>_<preset or shape>[_N].json)")
     m.set_defaults(func=run)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -52,6 +70,8 @@ def run(args) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     tokens = _tokens(args.tokens)
+    if args.tiles is not None:
+        _check_tiles(args.tiles)
     if not torch.cuda.is_available():
         print("sm120lab bench moe needs a CUDA GPU; torch sees none", file=sys.stderr)
         return 2

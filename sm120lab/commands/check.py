@@ -23,6 +23,8 @@ import os
 import sys
 from pathlib import Path
 
+from sm120lab.cmdline import SEED_MAX, seed_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("check", help="diff MoE backends against the exact NVFP4 reference",
@@ -36,7 +38,7 @@ def register(subparsers) -> None:
                                                         "(with --sweep: 'all' or a comma list, mostly-empty too)")
     p.add_argument("--backend", action="append", default=None, metavar="NAME",
                    help="backend to run (repeatable; default: all registered)")
-    p.add_argument("--seed", type=int, default=0, help="problem seed (with --sweep: the first seed)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="problem seed (with --sweep: the first seed)")
     p.add_argument("--device", default=None, choices=["cpu", "cuda"], help="default: cuda if available")
     p.add_argument("--no-probes", action="store_true", help="skip the per-slot probes (no per-expert attribution)")
     p.add_argument("--faults", action="store_true", help="also run the planted faulty backends")
@@ -112,6 +114,9 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
 
     if args.sweep < 1:
         raise SystemExit(f"--sweep: expected a positive number of problems, got {args.sweep}")
+    if args.seed + args.sweep - 1 > SEED_MAX:
+        raise SystemExit(f"--seed: the sweep's seeds {args.seed}..{args.seed + args.sweep - 1} pass 2**63-1; "
+                         f"expected a first seed <= {SEED_MAX - args.sweep + 1}")
     presets = [p.strip() for p in args.preset.split(",") if p.strip()]
     families = list(FAMILIES) if args.routing.strip() == "all" else [r.strip() for r in args.routing.split(",")
                                                                      if r.strip()]
@@ -160,7 +165,7 @@ def _memory_error(args, device: str) -> str | None:
 
     presets = [p.strip() for p in args.preset.split(",")] if args.sweep is not None else [args.preset]
     for preset in presets:
-        if preset in PRESETS:
+        if preset.strip().lower() in PRESETS:  # an unknown one is named by make_moe_problem
             tokens = None if args.sweep is not None or args.routing == "single" else args.tokens
             if isinstance(tokens, int) and tokens < 1:
                 return None  # make_moe_problem names it

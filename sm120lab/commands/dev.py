@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cmdline import seed_arg
+
 API_CHECK_PROG = "sm120lab dev api-check"
 ARCH_SUFFIX_PROG = "sm120lab dev arch-suffix"
 KERNEL_AOT_PROG = "sm120lab dev kernel-aot"
@@ -92,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "check each against a CPU reference (the FP4 MMA against its exact emulation).")
     g.add_argument("--out", default=None, help="write the results here (JSON, atomically, with envinfo)")
     g.add_argument("--probe", nargs="+", default=None)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=seed_arg, default=0)
     g.set_defaults(func=run_gpu_probes)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

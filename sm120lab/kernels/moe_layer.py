@@ -83,8 +83,15 @@ def _scalar_gs(g, name: str, device) -> torch.Tensor:
 
 
 def quantize_rows_nvfp4(x: torch.Tensor, gs: torch.Tensor):
-    """x [R, K] -> (codes uint8 [R, K/2], E4M3 scale bits uint8 [R, K/16]) with static gs (Triton)."""
+    """x [R, K] -> (codes uint8 [R, K/2], E4M3 scale bits uint8 [R, K/16]) with static gs (Triton).
+
+    R may be 0 (no launch); K must be a positive multiple of 16 (ValueError naming ``x`` otherwise)."""
+    if x.dim() != 2 or x.shape[1] == 0 or x.shape[1] % 16:
+        raise ValueError(f"x: expected [R, K] with K a positive multiple of 16 (NVFP4 blocks), got shape {tuple(x.shape)}")
     r, k = x.shape
+    if r == 0:
+        return (torch.empty(0, k // 2, dtype=torch.uint8, device=x.device),
+                torch.empty(0, k // 16, dtype=torch.uint8, device=x.device))
     q = torch.empty(r, k // 2, dtype=torch.uint8, device=x.device)
     s = torch.empty(r, k // 16, dtype=torch.uint8, device=x.device)
     block_g = min(64, triton.next_power_of_2(k // 16))

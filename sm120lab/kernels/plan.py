@@ -345,6 +345,13 @@ class TileTable:
             raise ValueError(f"tile table {p}: cannot read it ({type(exc).__name__}: {exc})") from None
         if not isinstance(doc, dict) or doc.get("schema") != TABLE_SCHEMA or not isinstance(doc.get("entries"), list):
             raise ValueError(f"tile table {p}: expected a schema {TABLE_SCHEMA} object with 'entries'")
+        for key in ("device", "source"):
+            if not isinstance(doc.get(key, ""), str):
+                raise ValueError(f"tile table {p}: {key}: expected a string, got {doc[key]!r}")
+        for i, e in enumerate(doc["entries"]):
+            problem = entry_problem(e)
+            if problem:  # refused here, in one line, not at plan time as a math domain error or a KeyError
+                raise ValueError(f"tile table {p}: entries[{i}]: {problem}")
         return cls(device=doc.get("device", p.stem), verified=bool(doc.get("verified", False)),
                    source=doc.get("source", ""), entries=doc["entries"], path=str(p))
 
@@ -404,6 +411,35 @@ class TileTable:
             how = f"table {self.device}: nearest shape {near.key} (distance {dist:.2f}), T={best['T']}"
         # an entry this target or these paths cannot run is not replaced by one tuned at another T: the formula answers
         return (best, how) if usable(best) else None
+
+
+def entry_problem(e: object) -> str | None:
+    """What is wrong with one tile-table entry (``"T: expected a positive integer, got 0"``), or None.
+
+    An entry needs positive integers E, N, K, top_k (<= E) and T, a ``path`` of :class:`Path` and
+    ``w13``/``w2`` tiles of that path (:func:`config_by_name`); other keys (``us``, ``date``...) are free.
+    """
+    if not isinstance(e, dict):
+        return f"expected an object with E, N, K, top_k, T, path, w13, w2, got {type(e).__name__}"
+    for key in ("E", "N", "K", "top_k", "T"):
+        v = e.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            return f"{key}: expected a positive integer, got {v!r}"
+    if e["top_k"] > e["E"]:
+        return f"top_k: expected <= E={e['E']}, got {e['top_k']}"
+    try:
+        path = Path(e.get("path"))
+    except ValueError:
+        return f"path: expected one of {', '.join(p.value for p in Path)}, got {e.get('path')!r}"
+    for role in ("w13", "w2"):
+        name = e.get(role)
+        if not isinstance(name, str):
+            return f"{role}: expected a {path.value} tile name, got {name!r}"
+        try:
+            config_by_name(path, name)
+        except KeyError as exc:
+            return f"{role}: {exc.args[0]}"
+    return None
 
 
 def _entry_shape(e: dict) -> MoEShape:

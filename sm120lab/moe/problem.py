@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from dataclasses import dataclass, replace
 
 import torch
 
+from sm120lab.cmdline import SEED_MAX
 from sm120lab.nvfp4 import E2M1_MAX, E4M3_MAX, NVFP4Tensor, quantize_nvfp4
 
 from .grouping import grouped_moe_forward
@@ -50,6 +52,19 @@ class MoEConfig:
     H: int
     I: int  # noqa: E741  (the name the model configs use)
     default_tokens: int = 64
+
+    def __post_init__(self):
+        """Refuse a shape no layer has (one line naming the field): E, k, H, I and default_tokens must be
+        positive integers (a float such as 8.0 is refused, not truncated), and k at most E."""
+        if not isinstance(self.name, str):
+            raise ValueError(f"MoEConfig.name: expected a str, got {type(self.name).__name__}")
+        for field in ("E", "k", "H", "I", "default_tokens"):
+            v = getattr(self, field)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"MoEConfig.{field}: expected a positive integer, got {v!r}")
+            object.__setattr__(self, field, int(v))  # numpy integers become ints
+        if self.k > self.E:
+            raise ValueError(f"MoEConfig.k: expected top-k <= E={self.E} experts, got {self.k}")
 
     def as_dict(self) -> dict:
         return {"preset": self.name, "E": self.E, "k": self.k, "H": self.H, "I": self.I}
@@ -129,13 +144,18 @@ class MoEProblem:
         return out
 
 
-def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, torch.device]:
+def config_of(preset) -> MoEConfig:
+    """A :class:`MoEConfig` as given, or the preset it names in any case (``TINY`` -> tiny, as the
+    roofline's model lookup); ``ValueError`` naming the presets otherwise."""
     if isinstance(preset, MoEConfig):
-        cfg = preset
-    elif preset in PRESETS:
-        cfg = PRESETS[preset]
-    else:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)} or a MoEConfig, got {preset!r}")
+        return preset
+    if isinstance(preset, str) and preset.strip().lower() in PRESETS:
+        return PRESETS[preset.strip().lower()]
+    raise ValueError(f"preset must be one of {sorted(PRESETS)} or a MoEConfig, got {preset!r}")
+
+
+def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, torch.device]:
+    cfg = config_of(preset)
     if routing not in ROUTINGS:
         raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
     if routing == "single":
@@ -146,8 +166,8 @@ def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, 
         tokens = cfg.default_tokens
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
         raise ValueError(f"tokens must be a positive int, got {tokens!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed must be an int in [0, 2**63-1] (what torch.Generator.manual_seed takes), got {seed!r}")
     if cfg.k > cfg.E:
         raise ValueError(f"config: top-k {cfg.k} exceeds the number of experts {cfg.E}")
     if cfg.H % 16 or cfg.I % 16:
@@ -323,7 +343,7 @@ def memory_estimate(preset, tokens: int) -> MemoryEstimate:
     unquantized and emulated twins, the grouped rows and outputs, one backend's main run and k
     probes, the diff temporaries) + 64 H (output rows).
     """
-    cfg = preset if isinstance(preset, MoEConfig) else PRESETS[preset]
+    cfg = config_of(preset)
     weights = 3 * cfg.E * cfg.I * cfg.H
     fixed = int(weights * _BYTES_PER_WEIGHT + _BYTES_PER_CHUNK_ELEMENT * min(2 * cfg.E * cfg.I * cfg.H, _CHUNK_ELEMENTS))
     per_token = 6 * cfg.H + 8 * cfg.E + 12 * 8 * cfg.k * cfg.H + 64 * cfg.H
@@ -362,7 +382,7 @@ def memory_error(preset, tokens: int | None, device, available: int | None = Non
 
     ``tokens`` None: the preset's default. ``available``: bytes (default :func:`available_memory`).
     """
-    cfg = preset if isinstance(preset, MoEConfig) else PRESETS[preset]
+    cfg = config_of(preset)
     tokens = cfg.default_tokens if tokens is None else tokens
     avail = available_memory(device) if available is None else available
     if avail is None:

@@ -44,8 +44,11 @@ def unswizzle_scales_128x4(swizzled: torch.Tensor, rows: int, cols: int) -> torc
     *lead, mp, kbp = swizzled.shape
     if mp % 128 or kbp % 4:
         raise ValueError(f"swizzled: trailing dims must be multiples of (128, 4), got ({mp}, {kbp})")
-    if not (0 < rows <= mp and 0 < cols <= kbp) or _pad_to(rows, 128) != mp or _pad_to(cols, 4) != kbp:
-        raise ValueError(f"rows={rows}, cols={cols} do not pad to the swizzled shape ({mp}, {kbp})")
+    if (not isinstance(rows, int) or not isinstance(cols, int) or not (0 <= rows <= mp and 0 <= cols <= kbp)
+            or _pad_to(rows, 128) != mp or _pad_to(cols, 4) != kbp):  # 0 rows: an empty tensor's (0, Kb') scales
+        raise ValueError(f"unswizzle_scales_128x4: rows={rows!r}, cols={cols!r} (the unswizzled scale shape) do not "
+                         f"pad to the swizzled shape ({mp}, {kbp}) of 'swizzled'; expected rows padding to {mp} "
+                         f"and cols padding to {kbp}")
     raw = swizzled.view(torch.uint8) if swizzled.element_size() == 1 else swizzled
     nl = len(lead)
     tiles = raw.reshape(*lead, mp // 128, kbp // 4, 32, 4, 4)  # (a, d, c, b, e)

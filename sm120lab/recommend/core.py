@@ -346,6 +346,20 @@ class Answer:
                        backends=self.backends)
 
 
+def canonical_model(model: str | None) -> str | None:
+    """The preset name ``model`` spells in any case (``GPT-OSS-120B`` -> ``gpt-oss-120b``), as the
+    roofline's preset lookup reads it; the checkpoint and bench lookups are keyed by that name. An
+    unknown name passes through (the setup check names it)."""
+    if not isinstance(model, str):
+        return model
+    from ..roofline import get_model
+
+    try:
+        return get_model(model.strip()).name
+    except ValueError:
+        return model
+
+
 def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, *, model: str | None = None,
            tp: int | None = None, pp: int | None = None, users: int | None = None, vllm: str | None = None,
            rules_path: str | Path | None = None, machine: dict | None = None) -> Answer:
@@ -355,7 +369,7 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
 
     g = parse_gpu(gpu)
     rules = load_rules(rules_path)
-    setup = resolve_setup(g, rules, model=model, tp=tp, pp=pp, users=users)
+    setup = resolve_setup(g, rules, model=canonical_model(model), tp=tp, pp=pp, users=users)
     require_fit(g, setup)
     ctx = context(g, setup, vllm)
     runs = sm120_runs(runs_root)

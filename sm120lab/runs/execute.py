@@ -149,12 +149,29 @@ def discover_notebooks(directory: Path | None = None, only: list[str] | None = N
     return books
 
 
+def declared_parameters(notebook: Path) -> set[str]:
+    """The parameter names ``notebook`` declares (its ``parameters`` cell).
+
+    Raises:
+        ValueError: one line naming the file when it is not a readable Jupyter notebook (not JSON, not
+            UTF-8, or JSON that is not an nbformat 4 notebook); nbformat would raise one of many kinds.
+    """
+    import nbformat
+    import papermill
+
+    try:
+        nb = nbformat.read(str(notebook), as_version=4)
+        nbformat.validate(nb)
+        return set(papermill.inspect_notebook(str(notebook)).keys())
+    except Exception as exc:  # noqa: BLE001  (NotJSONError, ValidationError, TypeError, KeyError, OSError...)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ValueError(f"{notebook}: expected a Jupyter notebook (nbformat 4 JSON), could not read it: {first}") from None
+
+
 def parameters_for(notebook: Path, params: dict[str, Any]) -> dict[str, Any]:
     """Keep the parameters the notebook declares. ``params`` may hold global keys and per-notebook
     sections keyed by notebook stem (``{"03_grouped_gemm_correctness": {"tokens": 64}}``)."""
-    import papermill
-
-    declared = set(papermill.inspect_notebook(str(notebook)).keys())
+    declared = declared_parameters(notebook)
     chosen = {k: v for k, v in params.items() if k in declared}
     section = params.get(notebook.stem)
     if isinstance(section, dict):
@@ -179,9 +196,7 @@ def check_parameters(notebooks: list[Path], params: dict[str, Any], arg: str = "
     Raises:
         ValueError: one line naming the parameter (``-p NAME``) and what the notebooks declare.
     """
-    import papermill
-
-    declared = {p.stem: set(papermill.inspect_notebook(str(p)).keys()) for p in notebooks}
+    declared = {p.stem: declared_parameters(p) for p in notebooks}
     everything = set().union(*declared.values()) if declared else set()
     for key, value in params.items():
         if key in everything:
