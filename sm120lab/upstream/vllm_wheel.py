@@ -63,6 +63,8 @@ ACTIVATION_MODULE = "vllm.model_executor.layers.fused_moe.activation"
 #: compiled ops the path calls, per extension namespace (``torch.ops.<ns>.<op>``)
 REQUIRED_OPS = {"_moe_C": ("moe_wna16_marlin_gemm", "moe_align_block_size", "moe_sum"),
                 "_C": ("gptq_marlin_repack", "silu_and_mul")}
+#: vLLM's op extensions as modules (0.26.0 names them ``_C_stable_libtorch``/``_moe_C_stable_libtorch``)
+EXTENSION_MODULES = ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm._C", "vllm._moe_C")
 _EXTENSION = re.compile(r"^vllm/_(?:moe_)?C(?:_stable_libtorch)?\.abi3\.so$")
 
 
@@ -174,7 +176,7 @@ def build_cache(version: str, wheel: str | os.PathLike | None = None, root: Path
     wheel_sha = _sha256(wheel_path)
     if final.exists():
         try:
-            manifest = read_cache(final)
+            manifest = read_cache(final, version)
         except VllmWheelError:
             manifest = None
         if manifest is not None and manifest["wheel_sha256"] == wheel_sha:
@@ -416,7 +418,7 @@ def load_cache(folder: Path, version: str | None = None) -> MarlinRuntime:
         vllm = importlib.import_module("vllm")
         vllm.__sm120lab_cache__ = str(folder)
         vllm.__version__ = manifest["version"]
-        for ext in ("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch", "vllm._C", "vllm._moe_C"):
+        for ext in EXTENSION_MODULES:
             if importlib.util.find_spec(ext) is not None:
                 try:
                     importlib.import_module(ext)
