@@ -293,3 +293,81 @@ def test_model_and_preset_lookups_are_case_insensitive():
     assert status == 0 and "qwen3-235b-a22b" in out
     assert make_moe_problem("TINY", tokens=2, seed=3).config.name == "tiny"
     one_line_error(*cli("recommend", "--model", "llama"), "--model:", "expected one of")
+
+
+# --- memory safety of the custom op and the kernels ------------------------------------------------------
+
+_IDS_SCRIPT = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from sm120lab.kernels.moe_layer import fused_moe_nvfp4, fused_moe_packed
+from sm120lab.kernels.moe_op import register_moe_weights
+from sm120lab.kernels.prepack import prepare_moe_weights
+from sm120lab.moe import make_moe_problem
+
+p = make_moe_problem("tiny", tokens=6, seed=int(sys.argv[1]), device="cpu")
+E = p.config.E
+register_moe_weights("hostile-ids", prepare_moe_weights(p.w13, p.w2))
+ids = p.topk_ids
+cases = {
+    "minus-one": ids.clone().index_fill_(0, torch.tensor([2]), -1),
+    "E": ids.clone().index_fill_(0, torch.tensor([5]), E),
+    "huge": ids.clone().fill_(2**40),
+    "bool": ids.bool(),
+    "float": ids.float(),
+    "int32": ids.int(),
+    "int16": ids.short(),
+    "uint8": ids.to(torch.uint8),
+}
+calls = {
+    "op": lambda i: torch.ops.sm120lab.moe_nvfp4(p.hidden, i, p.topk_weights, "hostile-ids"),
+    "fused_moe_nvfp4": lambda i: fused_moe_nvfp4(p.hidden, i, p.topk_weights, p.w13, p.w2),
+    "fused_moe_packed": lambda i: fused_moe_packed(p.hidden, i, p.topk_weights, prepare_moe_weights(p.w13, p.w2)),
+}
+want = {name: fn(ids) for name, fn in calls.items()}
+out = {}
+for case, i in cases.items():
+    for name, fn in calls.items():
+        try:
+            out[f"{case}/{name}"] = "equal" if torch.equal(fn(i), want[name]) else "differs"
+        except ValueError as exc:
+            out[f"{case}/{name}"] = "ValueError: " + str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_topk_ids_outside_the_experts_or_bool_are_refused_not_a_crash():
+    """An id of -1 or E once gave "double free or corruption" / a segfault on the CPU interpreter; in a
+    subprocess, so a regression fails this test instead of killing the suite."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _IDS_SCRIPT, "11"], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for call in ("op", "fused_moe_nvfp4", "fused_moe_packed"):
+        for case, needle in (("minus-one", "min -1, max 7; first at [2, 0]: -1"),
+                             ("E", "max 8; first at [5, 0]: 8"), ("huge", f"max {2**40}")):
+            msg = res[f"{case}/{call}"]
+            assert msg.startswith("ValueError: topk_ids: expected expert ids in [0, E=8)") and needle in msg, msg
+            assert "\n" not in msg
+        for case in ("bool", "float"):
+            msg = res[f"{case}/{call}"]
+            assert msg.startswith("ValueError: topk_ids must be an integer tensor") and f"torch.{case}" in msg, msg
+        for case in ("int32", "int16", "uint8"):  # the ids the kernels do take: the same output as int64
+            assert res[f"{case}/{call}"] == "equal", (case, call, res[f"{case}/{call}"])
+
+
+def test_expert_id_range_check_runs_on_the_host_for_cpu_ids_and_reads_nothing_when_empty():
+    import torch
+
+    from sm120lab.kernels.moe_layer import check_expert_ids
+
+    check_expert_ids(torch.zeros(0, 2, dtype=torch.int64), 4)
+    check_expert_ids(torch.tensor([[0, 3], [2, 1]]), 4)
+    with pytest.raises(ValueError, match=r"^topk_ids: expected expert ids in \[0, E=4\), got 1 outside it "
+                                         r"\(min 0, max 4; first at \[1, 0\]: 4\)$"):
+        check_expert_ids(torch.tensor([[0, 3], [4, 1]]), 4)

@@ -212,7 +212,7 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     if not isinstance(packed, PackedMoEWeights):
         raise TypeError(f"packed must be a PackedMoEWeights (prepare_moe_weights), got {type(packed).__name__}")
     e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
-    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words))
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words), e)
     dev = hidden.device
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -307,16 +307,62 @@ def _sum_slots(out_slots, t, k, h, out):
     return out
 
 
-def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors) -> tuple[int, int]:
-    """Validate the layer's activation/routing arguments; returns (T, k)."""
+#: the dtypes ``topk_ids`` may have (bool, floating and complex ids are refused)
+ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _capturing(device: torch.device) -> bool:
+    """True while the current CUDA stream of ``device`` records a CUDA graph."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def check_expert_ids(topk_ids: torch.Tensor, num_experts: int) -> None:
+    """Refuse expert ids outside ``[0, num_experts)`` with one line (ValueError), where that costs no
+    host sync on a captured path.
+
+    The kernels index the weights and the sort's counters with the ids unchecked: an id of -1 or E is
+    an out-of-bounds access (on the CPU interpreter "double free or corruption" or a segfault; on a
+    GPU an illegal address). The range is checked on the host:
+
+    - ``topk_ids`` on the CPU: always (a min/max over T*k ints, no device involved);
+    - on CUDA outside CUDA-graph capture: always, at the cost of one ``aminmax`` launch and one host
+      sync per call (the host waits for the router that wrote the ids; a few microseconds when idle);
+    - on CUDA while a graph is being captured (``torch.cuda.is_current_stream_capturing()``): not at
+      all, since reading the ids would sync and break the capture; a replayed graph reads the ids the
+      engine writes into its static buffer, which its router produces in range. The dtype, shape and
+      device checks (:func:`_check_layer_inputs`) stay on there too: they read no data.
+    """
+    if topk_ids.numel() == 0 or _capturing(topk_ids.device):
+        return
+    lo, hi = (int(v) for v in torch.aminmax(topk_ids.reshape(-1)))
+    if lo < 0 or hi >= num_experts:
+        flat = topk_ids.reshape(-1)
+        bad = int(((flat < 0) | (flat >= num_experts)).sum())
+        first = int(torch.nonzero((flat < 0) | (flat >= num_experts))[0])
+        k = topk_ids.shape[-1] if topk_ids.dim() else 1
+        raise ValueError(f"topk_ids: expected expert ids in [0, E={num_experts}), got {bad} outside it "
+                         f"(min {lo}, max {hi}; first at [{first // k}, {first % k}]: "
+                         f"{int(flat[first])})")
+
+
+def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors, num_experts: int) -> tuple[int, int]:
+    """Validate the layer's activation/routing arguments; returns (T, k).
+
+    Types, dtypes, shapes and devices are always checked (they read no tensor data); the id range
+    by :func:`check_expert_ids` (on the host where that adds no sync to a CUDA-graph capture)."""
     if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2 or hidden.dtype != torch.bfloat16:
         raise ValueError(f"hidden must be a bf16 tensor [T, H], got {getattr(hidden, 'dtype', type(hidden))} "
                          f"{tuple(getattr(hidden, 'shape', ()))}")
     t = hidden.shape[0]
     if hidden.shape[1] != h:
         raise ValueError(f"hidden must be [T, H={h}] to match the weights, got {tuple(hidden.shape)}")
-    if topk_ids.dim() != 2 or topk_ids.shape[0] != t or topk_ids.dtype.is_floating_point:
-        raise ValueError(f"topk_ids must be an integer tensor [T={t}, k], got {topk_ids.dtype} {tuple(topk_ids.shape)}")
+    if (not isinstance(topk_ids, torch.Tensor) or topk_ids.dim() != 2 or topk_ids.shape[0] != t
+            or topk_ids.dtype not in ID_DTYPES):
+        raise ValueError(f"topk_ids must be an integer tensor [T={t}, k] (int64, int32, int16, int8 or uint8), got "
+                         f"{getattr(topk_ids, 'dtype', type(topk_ids).__name__)} {tuple(getattr(topk_ids, 'shape', ()))}")
+    if not isinstance(topk_weights, torch.Tensor) or not topk_weights.dtype.is_floating_point:
+        raise ValueError(f"topk_weights must be a floating tensor, got "
+                         f"{getattr(topk_weights, 'dtype', type(topk_weights).__name__)}")
     if topk_weights.shape != topk_ids.shape:
         raise ValueError(f"topk_weights must have the shape of topk_ids {tuple(topk_ids.shape)}, got {tuple(topk_weights.shape)}")
     dev = hidden.device
@@ -324,6 +370,7 @@ def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors) 
                     ("w2", weight_tensors[1])):
         if x.device != dev:
             raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
+    check_expert_ids(topk_ids, num_experts)
     return t, topk_ids.shape[1]
 
 
@@ -354,7 +401,7 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
         raise ValueError(f"w13 must be [E, 2I, H], got {tuple(w13.shape)}")
     if tuple(w2.shape) != (e, h, inter):
         raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
-    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data))
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data), e)
     plan = plan_moe(MoEShape.of(e, h, inter, k), t, device=hidden.device, mode=mode, paths={Path.MMA}, tiles=configs,
                     native=native)
     return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, plan=plan,

@@ -5,8 +5,13 @@ Contract (what a serving engine passes per forward):
     out = torch.ops.sm120lab.moe_nvfp4(hidden, topk_ids, topk_weights, weights)
 
 - ``hidden``: bf16 [T, H], the layer's input activations;
-- ``topk_ids``: integer [T, k], the router's top-k expert ids (already selected: routing, grouping
-  and renormalization are the caller's);
+- ``topk_ids``: integer [T, k] (int64, int32, int16, int8 or uint8; not bool), the router's top-k
+  expert ids in [0, E) (already selected: routing, grouping and renormalization are the caller's).
+  An id outside [0, E) is refused with a ValueError before any kernel runs (the kernels would read
+  and write out of bounds): on the host when the ids are on the CPU, and on CUDA outside CUDA-graph
+  capture (one ``aminmax`` and a host sync); while a graph is captured the ids are not read, so
+  capture is not broken (:func:`sm120lab.kernels.moe_layer.check_expert_ids`). Dtype, shape and
+  device checks read no data and always run;
 - ``topk_weights``: float [T, k], the router weights, applied after w2 (``apply_router_weight_on_input``
   False in vLLM's terms);
 - ``weights``: the name under which :func:`register_moe_weights` stored the layer's prepared NVFP4
@@ -65,4 +70,7 @@ def moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.
 def _moe_nvfp4_fake(hidden, topk_ids, topk_weights, weights):
     torch._check(hidden.dim() == 2, lambda: f"hidden must be [T, H], got {hidden.dim()} dims")
     torch._check(topk_ids.shape == topk_weights.shape, lambda: "topk_ids and topk_weights must have one shape")
+    torch._check(not topk_ids.dtype.is_floating_point and topk_ids.dtype not in (torch.bool, torch.complex64,
+                                                                                  torch.complex128),
+                 lambda: f"topk_ids must be an integer tensor, got {topk_ids.dtype}")
     return torch.empty_like(hidden, dtype=torch.bfloat16)

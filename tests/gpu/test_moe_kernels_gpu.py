@@ -161,6 +161,43 @@ def test_custom_op_compiles_fullgraph_and_captures_in_a_cuda_graph(small, seed):
         unregister_moe_weights("gpu-test-layer")
 
 
+def test_custom_op_refuses_out_of_range_ids_eagerly_and_still_captures(small, seed):
+    """Out-of-range or bool ids are a one-line ValueError on CUDA outside capture (an illegal address
+    otherwise); under CUDA-graph capture the ids are not read (no host sync), so capture still works and
+    the replay equals the eager result (issue 32)."""
+    from sm120lab.bench.moe_problem import uniform_routing
+    from sm120lab.kernels.moe_layer import fused_moe_packed
+    from sm120lab.kernels.moe_op import register_moe_weights, unregister_moe_weights
+
+    layer, packed = small
+    register_moe_weights("gpu-ids-layer", packed)
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        ids, tw = uniform_routing(8, layer.E, layer.k, gen=gen)
+        x = torch.randn(8, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
+        for bad, needle in ((ids.clone().fill_(-1), "min -1"), (ids.clone().fill_(layer.E), f"max {layer.E}")):
+            with pytest.raises(ValueError, match=r"^topk_ids: expected expert ids in \[0, E=") as exc:
+                torch.ops.sm120lab.moe_nvfp4(x, bad, tw, "gpu-ids-layer")
+            assert needle in str(exc.value)
+        with pytest.raises(ValueError, match="topk_ids must be an integer tensor"):
+            torch.ops.sm120lab.moe_nvfp4(x, ids.bool(), tw, "gpu-ids-layer")
+        want = fused_moe_packed(x, ids, tw, packed)
+        sx, sids, stw = x.clone(), ids.clone(), tw.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-ids-layer")
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # a host sync here would raise "operation not permitted when stream is capturing"
+            sout = torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-ids-layer")
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(sout, want)
+    finally:
+        unregister_moe_weights("gpu-ids-layer")
+
+
 def test_activation_quantizer_is_bit_exact_on_the_gpu(seed):
     """The Triton NVFP4 quantizer (W4A4's a1/a2) on the GPU equals ``quantize_nvfp4`` run on the CPU, code for
     code and scale for scale, on bf16 rows whose products ``x * s`` land on E2M1 rounding ties (the global
