@@ -54,7 +54,7 @@ def _kernel(rel=3e-3, written=True):
 
 def test_headline_rows_on_the_recorded_run():
     rows = lesson.headline_rows(RUN, _kernel(), round_trip=True, where="CPU interpreter", fragment=False)
-    assert len(rows) == 8 and all(len(r) == 4 for r in rows)
+    assert len(rows) == 9 and all(len(r) == 4 for r in rows)
     assert rows[0][:3] == ("Decode kernel on prepared weights, this machine", "rel. error 3.0e-03 vs fp64", "ok")
     tg = RUN["targets"]
     assert rows[1][2] == ("ok" if RUN["checks_ok"] else "bad")
@@ -65,13 +65,27 @@ def test_headline_rows_on_the_recorded_run():
     assert rows[4][2] == ("ok" if tg["faster_than_fp8_every_T"] else "warn")
     assert rows[5][1] == f"{tg['speedup_vs_bf16_T4096']:.2f}x"
     assert rows[5][3] == f"ours at T=4096: {find_row(RUN, 4096, 'triton-w4a16', 'moe')['path']} path"
+    assert rows[6][1:3] == ("not measured", "not_run")  # this run has no Marlin rows
     peer = tg["speedup_vs_peer"]
-    assert peer and rows[6][1] == lesson.per_t_text(peer, "{:.2f}x")
-    assert rows[6][2] == ("ok" if all(v > 1.0 for v in peer.values()) else "bad")
-    assert rows[7][2] == "not_run"
+    assert peer and rows[7][1] == lesson.per_t_text(peer, "{:.2f}x")
+    assert rows[7][2] == ("ok" if all(v > 1.0 for v in peer.values()) else "bad")
+    assert rows[8][2] == "not_run"
     # a run without the peer says so instead of judging
     old = lesson.headline_rows(OLD_RUN, _kernel(), round_trip=True, where="x", fragment=True)
-    assert old[6][1:3] == ("not measured", "not_run")
+    assert old[7][1:3] == ("not measured", "not_run")
+
+
+def test_headline_marlin_row_on_the_recorded_marlin_run():
+    run = json.loads((data_dir() / "bench" / "moe_h200_2026-12-04_qwen3.5-397b-a17b_marlin.json").read_text())
+    row = lesson.headline_rows(run, _kernel(), round_trip=True, where="x", fragment=True)[6]
+    vs = run["targets"]["speedup_vs_marlin"]
+    assert set(vs) == {"1", "4", "16", "64", "256", "1024", "4096"}
+    for t, v in vs.items():  # Marlin time / ours, from the rows themselves
+        assert v == pytest.approx(find_row(run, int(t), "vllm-marlin", "moe")["us_median"]
+                                  / find_row(run, int(t), "triton-w4a16", "moe")["us_median"])
+    assert row[1] == lesson.per_t_text(vs, "{:.2f}x")
+    assert row[2] == ("ok" if all(v > 1.0 for v in vs.values()) else "bad")
+    assert "vLLM 0.26.0" in row[3] and all(c["ok"] for c in run["marlin"]["checks"])
     # the first row fails on any of: an error at or above 1e-2, an unwritten output, an inexact round trip
     for kernel, trip in ((_kernel(rel=1e-2), True), (_kernel(written=False), True), (_kernel(), False)):
         assert lesson.headline_rows(RUN, kernel, round_trip=trip, where="x", fragment=True)[0][2] == "bad"

@@ -18,7 +18,10 @@
 # bandwidth**. This lesson follows `sm120lab.kernels` from the one-time weight preparation to the
 # kernel, checks it against an exact reference, and reads the recorded H200 benchmark
 # (Qwen3.5-397B-A17B MoE shape: H=4096, I=1024, E=512, top-10) as "% of that floor" for ours and
-# every peer. On a machine with a CUDA GPU it also measures live; on a CPU it runs the kernel under
+# every peer, **vLLM's Marlin NVFP4 MoE** among them: the kernel SM120 owners serve with today, run from
+# vLLM 0.26.0's own wheel on the same weights and routings (`sm120lab upstream vllm-cache`). Marlin uses
+# `mma.sync`, the tensor-core class SM120 has, so ours against Marlin is the comparison that carries
+# over. On a machine with a CUDA GPU it also measures live; on a CPU it runs the kernel under
 # Triton's interpreter and shows the recorded numbers. The SM120 path is compiled ahead of time
 # only: **unverified on SM120 hardware**.
 
@@ -49,7 +52,7 @@ pd.set_option("display.width", 200)
 
 # %% tags=["parameters"]
 # the recorded H200 run (path relative to notebooks/)
-bench_json = "../data/bench/moe_h200_2026-12-04_qwen3.5-397b-a17b_round7.json"
+bench_json = "../data/bench/moe_h200_2026-12-04_qwen3.5-397b-a17b_marlin.json"
 # "auto": also time the layer live when this machine has a CUDA GPU; "off": recorded data only
 live = "auto"
 # T values timed live (the qwen3.5-397b-a17b layer needs ~20 GB of GPU memory for all contenders)
@@ -173,10 +176,11 @@ lesson.bench_table(run)
 # %% [markdown]
 # ### Where the time goes
 #
-# The same run's kernels one by one (`torch.profiler`, device time per layer call), for ours and the
-# production peer at T=1 and T=4096. At T=1 ours is two launches streaming weights; at T=4096 ours is
-# the MMA kernel, which dequantizes each weight tile before the tensor cores in every K step; the peer's
-# two GEMM kernels and its k-sum (`_reduce`) are listed beside it.
+# The same run's kernels one by one (`torch.profiler`, device time per layer call), for ours and vLLM's
+# Marlin at T=1 and T=4096. At T=1 ours is two launches streaming weights; at T=4096 ours is the MMA
+# kernel, which dequantizes each weight tile before the tensor cores in every K step; Marlin's two
+# `Marlin<...>` GEMM launches, its `moe_align_block_size`, SiLU-and-mul and k-sum kernels are listed
+# beside it.
 
 # %%
 lesson.profile_table(run, tokens=(1, 4096))
@@ -200,5 +204,5 @@ print(lesson.live_targets_text(live_doc))
 # the compiled code, are in notes/triton_kernels.md):
 
 # %%
-for a in box[2:7]:
+for a in box[2:8]:
     print(f"{a.status.name:8s} {a.claim}: {a.value} ({a.why})")

@@ -18,8 +18,8 @@ from ..nvfp4.quant_error import relative_error
 from .moe import _written, find_row
 
 #: the contenders of section 4's table, in column order
-TABLE_CONTENDERS = ("triton-w4a16", "triton-w4a16-baseline", "torch-bf16-grouped", "torch-fp8-grouped",
-                    "oai-matmul-ogs-mxfp4")
+TABLE_CONTENDERS = ("triton-w4a16", "vllm-marlin", "triton-w4a16-baseline", "torch-bf16-grouped",
+                    "torch-fp8-grouped", "oai-matmul-ogs-mxfp4")
 #: ours: the contender the targets are about
 OURS = "triton-w4a16"
 
@@ -131,8 +131,9 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
     Row 1: the kernel on this machine (ok when every output is written, the prepack round trip is
     exact and the relative error is below 1e-2); row 2: the recorded run's correctness checks; rows 3-6:
     the recorded run's targets (:func:`sm120lab.bench.moe.evaluate_targets`, under ``run["targets"]``);
-    row 7: the production peer (triton_kernels ``matmul_ogs``, bf16 x MXFP4; ``not_run`` when the run has no
-    peer rows); row 8: the SM120 build, compiled ahead of time only.
+    row 7: vLLM's Marlin NVFP4 MoE, the kernel SM120 owners serve with (``not_run`` when the run has no
+    ``vllm-marlin`` rows); row 8: the triton_kernels ``matmul_ogs`` peer (bf16 x MXFP4, Hopper's wgmma: a
+    reference row; ``not_run`` without peer rows); row 9: the SM120 build, compiled ahead of time only.
 
     Args:
         run: the recorded bench document (``data/bench/moe_*.json``) as a dict.
@@ -142,12 +143,14 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
         fragment: whether the fragment (tensor-core) kernel is this machine's path.
 
     Returns:
-        Eight rows, in display order.
+        Nine rows, in display order.
     """
     tg, gpu, checks = run["targets"], run["env"]["gpu"]["name"], run["checks"]
     rel, written = kernel["rel. error vs fp64"], kernel["all written"]
     bf16 = tg["speedup_vs_bf16_T4096"]
     peer = tg.get("speedup_vs_peer") or {}
+    marlin = tg.get("speedup_vs_marlin") or {}
+    vllm = (run.get("marlin") or {}).get("vllm")
     return [
         (f"{'Fragment (tensor-core)' if fragment else 'Decode'} kernel on prepared weights, this machine",
          f"rel. error {rel:.1e} vs fp64", "ok" if (written and round_trip and rel < 1e-2) else "bad",
@@ -165,7 +168,12 @@ def headline_rows(run: dict, kernel: dict, *, round_trip: bool, where: str, frag
          where_t(tg["speedup_vs_fp8"], lambda v: v > 1.0, "faster", "slower")),
         (">= 1.0x torch bf16 grouped GEMM at T=4096", f"{bf16:.2f}x" if bf16 else "n/a",
          "ok" if tg["ge_1.0x_bf16_T4096"] else "bad", f"ours at T=4096: {_path_at(run, 4096)} path"),
-        ("Faster than the production peer (triton_kernels matmul_ogs, MXFP4) at every T",
+        ("Faster than vLLM's Marlin NVFP4 MoE (what SM120 owners serve with) at every T",
+         per_t_text(marlin, "{:.2f}x") if marlin else "not measured",
+         "not_run" if not marlin else "ok" if tg.get("faster_than_marlin_every_T") else "bad",
+         where_t(marlin, lambda v: v > 1.0, "faster", "slower") + f" (Marlin time / ours; vLLM {vllm}'s compiled "
+         "Marlin from its wheel, same NVFP4 weights and routings)" if marlin else "the run has no vllm-marlin rows"),
+        ("Faster than the triton_kernels peer (matmul_ogs, MXFP4, wgmma) at every T",
          per_t_text(peer, "{:.2f}x") if peer else "not measured",
          "not_run" if not peer else "ok" if tg.get("faster_than_peer_every_T") else "bad",
          where_t(peer, lambda v: v > 1.0, "faster", "slower") + " (peer time / ours; the peer moves ~6% fewer bytes)"

@@ -412,6 +412,7 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     adapters = CHECK_ADAPTERS.get(name, ()) or ("triton-w4a16",)
     verify = (f"sm120lab check --preset {setup.model} --device cuda " + " ".join(f"--backend {a}" for a in adapters))
 
+    notes.extend(verify_evidence(setup.model, adapters))
     expect = []
     ceiling, _extra = ceiling_value(g.value, setup)
     for r in published_rows(g):
@@ -435,6 +436,46 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
                   flashinfer=fi_v or "?", torch=torch_v or "?", cuda=CUDA_KNOWN_GOOD, install=install,
                   exports=exports, serve=serve, moe_backend=name, moe_backend_why=why, patch=patch,
                   patch_why=patch_why, verify=verify, expect=expect, notes=notes, problems=problems)
+
+
+def verify_evidence(model: str, adapters: tuple[str, ...]) -> list[str]:
+    """Where the verify line's own command ran: per adapter, the recorded ``sm120lab check --json`` reports
+    (``data/correctness/*/check_*.json``) of that backend at ``model``'s preset, with their GPU, evidence
+    level (:func:`sm120lab.recommend.core.evidence_of`), date, verdicts and error range; nothing when none."""
+    import json
+
+    from ..paths import data_dir, repo_root
+    from .core import evidence_of
+
+    out = []
+    for backend in adapters:
+        hits = []
+        for f in sorted((data_dir() / "correctness").glob("*/check_*.json")):
+            try:
+                d = json.loads(f.read_text())
+                cmd = str(d["command"])
+                rep = next(b for b in d["backends"] if b.get("backend") == backend and b.get("status") == "ran")
+            except (OSError, ValueError, KeyError, TypeError, StopIteration):
+                continue
+            if f"--backend {backend}" in cmd and f"--preset {model}" in cmd:
+                hits.append((f, d, rep))
+        if not hits:
+            continue
+        rel = [h[2].get("rel_fro") for h in hits if isinstance(h[2].get("rel_fro"), (int, float))]
+        verdicts = sorted({str(h[2].get("verdict")) for h in hits})
+        tokens = sorted({int(h[1]["problem"]["tokens"]) for h in hits})
+        first = hits[0]
+        gpu = first[1]["env"]["gpu"]["name"]
+        level = evidence_of(first[0].relative_to(repo_root()).as_posix()).value
+        day = str(first[1]["env"].get("timestamp_utc", ""))[:10]
+        versions = sorted({str((h[2].get("notes") or {}).get("vllm")) for h in hits} - {"None"})
+        extra = f" with vLLM {', '.join(versions)}'s own Marlin" if versions else ""
+        out.append(f"The verify line's command for {backend} ran on the {gpu} ({level}, {day}): "
+                   f"{'/'.join(verdicts)} at T={', '.join(map(str, tokens))}"
+                   + (f", rel. error {min(rel):.1e}-{max(rel):.1e} vs the exact reference" if rel else "")
+                   + f"{extra} ({first[0].parent.relative_to(repo_root()).as_posix()}); "
+                   "unverified on SM120 hardware.")
+    return out
 
 
 def answer_block(gpu: str | GPU | None = None, machine: dict | None = None, vllm: str | None = None) -> DoThis:

@@ -412,6 +412,13 @@ def kernel_time_value(source: str) -> tuple[str, str]:
     s = kernel_summary(repo_root() / source)
     value = (f"{s['us_T1']:.0f} us per MoE layer at T=1 on {s['gpu']} ({s['vs_bf16_T1']:.2f}x bf16 grouped GEMM); "
              f"{s['vs_bf16_Tmax']:.2f}x at T={s['Tmax']}")
+    if s["vs_marlin"]:
+        ahead = [t for t, v in s["vs_marlin"].items() if v > 1.0]
+        behind = [t for t, v in s["vs_marlin"].items() if v <= 1.0]
+        value += ("; vs vLLM's Marlin (Marlin time / ours, same weights and routings): "
+                  + ", ".join(f"T={t} {v:.2f}x" for t, v in s["vs_marlin"].items())
+                  + (f" (ahead at T={','.join(map(str, ahead))}" if ahead else " (ahead at no T")
+                  + (f"; behind at T={','.join(map(str, behind))})" if behind else ")"))
     return value, ""
 
 
@@ -421,8 +428,8 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
     Returns:
         ``{"gpu", "us_T1", "vs_bf16_T1", "Tmax", "vs_bf16_Tmax", "pct_copy_bw": {T: %}, "copy_GBps",
         "vs_peer": {T: ratio}}`` where ``vs_bf16 = t(baseline) / t(contender)`` (> 1: the contender is
-        faster), ``vs_peer`` the same against the production peer (:data:`sm120lab.bench.peer.PEER`; empty
-        when the file has no peer rows) and ``pct_copy_bw`` is the whole layer's achieved bytes/s over the
+        faster), ``vs_peer`` the same against the triton_kernels peer (:data:`sm120lab.bench.peer.PEER`; empty
+        when the file has no peer rows), ``vs_marlin`` against vLLM's Marlin (``vllm-marlin`` rows) and ``pct_copy_bw`` is the whole layer's achieved bytes/s over the
         measured copy bandwidth.
     """
     from ..bench.peer import PEER
@@ -445,6 +452,7 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
         "pct_copy_bw": {r.T: r.pct_copy_bw for r in rows if r.contender == contender},
         "copy_GBps": d.ceilings["copy_GBps"],
         "vs_peer": {T: t(PEER, T) / t(contender, T) for T in Ts if t(PEER, T)},
+        "vs_marlin": {T: t("vllm-marlin", T) / t(contender, T) for T in Ts if t("vllm-marlin", T)},
     }
 
 

@@ -384,19 +384,27 @@ def _gap_text(seed, model: ModelConfig, basis: Basis, context: int) -> str:
 
 
 def newest_bench_file(files: list[Path], model: str | None = None) -> Path | None:
-    """The newest ``data/bench/moe_*.json`` by the date in its name (then by name); with ``model``,
-    only files recorded for that model preset (their ``model`` field)."""
+    """The newest ``data/bench/moe_*.json``: by the date in its name, then by the time its run recorded
+    (``env.timestamp_utc``; two runs of one day), then by name; with ``model``, only files recorded for
+    that model preset (their ``model`` field)."""
 
+    def read(p: Path) -> dict:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, ValueError):
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    docs = {p: read(p) for p in files}
     if model is not None:
-        def of_model(p: Path) -> bool:
-            try:
-                return json.loads(p.read_text()).get("model") == model
-            except (OSError, ValueError, AttributeError):
-                return False
+        files = [p for p in files if docs[p].get("model") == model]
 
-        files = [p for p in files if of_model(p)]
-    return sorted(files, key=lambda p: (p.stem.split("_")[2] if p.stem.count("_") >= 2 else "", p.name))[-1] \
-        if files else None
+    def key(p: Path):
+        env = docs[p].get("env")
+        stamp = env.get("timestamp_utc") if isinstance(env, dict) else None
+        return (p.stem.split("_")[2] if p.stem.count("_") >= 2 else "", str(stamp or ""), p.name)
+
+    return sorted(files, key=key)[-1] if files else None
 
 
 def bench_figures(doc) -> dict[str, dict]:

@@ -2,7 +2,7 @@
 
 Unverified on SM120 hardware: real code behind the check (vLLM >= 0.17 importable, a CUDA GPU;
 CUTLASS FP4 needs SM100/SM12x). Every call is bound against the signatures recorded from the vLLM
-0.17.0 and 0.34.0 wheels (``data/api/vllm-*.json``, ``tests/test_backend_api.py``). The functions
+0.17.0, 0.26.0 and 0.34.0 wheels (``data/api/vllm-*.json``, ``tests/test_backend_api.py``). The functions
 kept their names and the arguments used here, but moved: 0.34.0 has them in ``fused_moe/experts/``
 (``cutlass_moe.py``, ``marlin_moe.py``), 0.17.0 in ``fused_moe/`` (``cutlass_moe.py``,
 ``fused_marlin_moe.py``); the adapter imports the newer path first.
@@ -52,8 +52,9 @@ def first_importable(modules: tuple[str, ...], name: str):
 
 
 def _claim(calls: tuple, facts: tuple[str, ...]) -> ApiClaim:
-    """A vLLM adapter's claim: ``calls`` and ``facts`` checked against the 0.17.0 and 0.34.0 wheels."""
-    return ApiClaim(dist="vllm", checked=("0.17.0", "0.34.0"), minimum="0.17.0", calls=calls, facts=facts)
+    """A vLLM adapter's claim: ``calls`` and ``facts`` checked against the 0.17.0, 0.26.0 and 0.34.0 wheels
+    (0.26.0: the release whose compiled Marlin ran on the H200, data/correctness/marlin_h200_2026-12-04)."""
+    return ApiClaim(dist="vllm", checked=("0.17.0", "0.26.0", "0.34.0"), minimum="0.17.0", calls=calls, facts=facts)
 
 
 class VllmCutlassFp4(AdapterBackend):
