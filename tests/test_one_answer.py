@@ -104,3 +104,24 @@ def test_report_html_heads_with_the_same_block(tmp_path):
     head = page[: page.index("Verdicts")] if "Verdicts" in page else page
     for text in (block.install, block.serve_line, f"export FLASHINFER_CUDA_ARCH_LIST={_key(block)['FLASHINFER_CUDA_ARCH_LIST']}"):
         assert text in head, text
+
+
+def test_report_html_keeps_every_item_and_backend_row(tmp_path):
+    """Issue 31: the README shows the do-this block only; report.html keeps the whole guide (every item
+    and one row per --moe-backend choice) below its first screen, for the same GPU as its block."""
+    import html
+    import json
+
+    from sm120lab.runs.report import build_report
+
+    run = tmp_path / "20260101T000000Z-box-cpu"
+    (run / "results").mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"schema_version": 2, "notebooks": [{"name": "01_a", "status": "ok"}]}))
+    (run / "environment.json").write_text(json.dumps({"gpu": {"available": False}, "packages": {}}))
+    for gpu in (None, "rtx-5090"):
+        page = html.unescape(build_report(run, gpu=gpu))
+        ans = recommend.answer(gpu or "rtx-pro-6000")
+        guide = page[page.index('id="guide"'):]
+        assert page.index("Verdicts") < page.index('id="guide"')
+        assert all(it.setting in guide and it.value in guide for it in ans.items)
+        assert all(f"--moe-backend {r['name']}" in guide for r in ans.backends)

@@ -438,6 +438,30 @@ def test_update_readme_rewrites_only_the_guide_block(tmp_path):
     assert f.read_text() == "no markers"
 
 
+def test_update_readme_writes_the_block_to_the_readme_and_every_item_to_the_guide_page(tmp_path):
+    """Issue 31: a README with a do-this block gets the block alone; docs/guide.md beside it (made when
+    missing, its own words kept when present) gets the block and every item."""
+    from sm120lab.recommend.render import NEW_GUIDE_PAGE
+
+    f = tmp_path / "README.md"
+    f.write_text("# t\n\n<!-- dothis:start -->\nold\n<!-- dothis:end -->\n\ntail\n")
+    assert cli_main(["recommend", "--update-readme", str(f)]) == 0
+    ans = recommend.answer("rtx-pro-6000")
+    assert f.read_text() == "# t\n\n<!-- dothis:start -->\n" + ans.block.to_markdown() + "\n<!-- dothis:end -->\n\ntail\n"
+    page = tmp_path / "docs" / "guide.md"
+    full = ans.block.to_markdown() + "\n\n" + recommend.to_markdown(ans.items)
+    assert page.read_text() == NEW_GUIDE_PAGE.replace("<!-- guide:end -->", full + "\n<!-- guide:end -->")
+    page.write_text("# mine\n\n<!-- guide:start -->\nold\n<!-- guide:end -->\nmore\n")
+    assert cli_main(["recommend", "--update-readme", str(f)]) == 0
+    assert page.read_text() == "# mine\n\n<!-- guide:start -->\n" + full + "\n<!-- guide:end -->\nmore\n"
+    # a guide page without its markers: nothing is written, the README included
+    page.write_text("no markers")
+    f.write_text("<!-- dothis:start -->\nold\n<!-- dothis:end -->\n")
+    with pytest.raises(SystemExit, match=r"^--update-readme:"):
+        cli_main(["recommend", "--update-readme", str(f)])
+    assert page.read_text() == "no markers" and "old" in f.read_text()
+
+
 def test_html_table_escapes_and_keeps_every_item():
     from sm120lab.recommend.render import to_html
 

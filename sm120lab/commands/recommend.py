@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="also write the items as JSON")
     p.add_argument("--markdown", action="store_true", help="print a markdown table instead (as in the README)")
     p.add_argument("--update-readme", default=None, metavar="FILE",
-                   help="rewrite the block and table between <!-- guide:start --> and <!-- guide:end --> in FILE")
+                   help="rewrite the do-this block between <!-- dothis:start --> and <!-- dothis:end --> in FILE "
+                        "and every item in docs/guide.md beside it (a FILE with only <!-- guide:start --> and "
+                        "<!-- guide:end --> gets the block and every item there)")
     p.set_defaults(func=run)
 
 
@@ -74,15 +76,21 @@ def run(args: argparse.Namespace) -> int:
     title = (f"sm120lab recommend: {gpu}, {setup['model']}, TP{setup['tp']} PP{setup['pp']}, "
              f"{setup['users']} user(s), vLLM {ans.block.vllm}")
     if args.update_readme:
+        from pathlib import Path
+
         from ..atomic_io import write_text_atomic
-        from ..recommend.render import replace_guide_block
+        from ..recommend.render import update_readme
 
         try:
-            text = open(args.update_readme, encoding="utf-8").read()
-            write_text_atomic(args.update_readme, replace_guide_block(text, items, ans.block))
+            writes = update_readme(args.update_readme, items, ans.block)
+            for path, text in writes:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(path, text)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise SystemExit(f"--update-readme: {args.update_readme}: {getattr(exc, 'strerror', None) or exc}") from None
-        print(f"updated the guide block in {args.update_readme} ({len(items)} items)")
+        if len(writes) == 2:
+            print(f"updated the do-this block in {writes[0][0]}")
+        print(f"updated the guide block in {writes[-1][0]} ({len(items)} items)")
         return 0
     if args.markdown:
         print(ans.block.to_markdown() + "\n\n" + recommend.to_markdown(items))

@@ -11,7 +11,9 @@ decision guide's do-this block. In order:
    (:func:`do_this_html`), then one table of every notebook with its status and its one-line
    answer; above them only the title line (notebooks ok, machine, sm120lab commit) and, when the
    run was stopped, an "interrupted" banner;
-2. the summary table (wall time, error line) and the environment;
+2. the summary table (wall time, error line), the environment, and the whole decision guide for the
+   same GPU (every item with its evidence, and one row per ``--moe-backend`` choice:
+   :func:`guide_table_html`, the table ``docs/guide.md`` holds for the seed report's GPU);
 3. the verdict box of every notebook (``results/NN_*.json`` key ``"answer"``), or why there is none;
 4. every notebook: markdown, collapsed code, outputs, figures inline as ``data:`` URIs (or, for an
    archived run, as links to its ``figures/`` files).
@@ -276,6 +278,27 @@ def do_this_html(env: dict[str, Any] | None, gpu: str | None = None) -> tuple[st
         return None, f"decision guide unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
+def guide_table_html(env: dict[str, Any] | None, gpu: str | None = None) -> str | None:
+    """Every item of the decision guide with its evidence, and the backend rows, as sanitized HTML, for
+    the GPU the do-this block answers for (``gpu``, else the run's machine when it is an SM120/SM121
+    GPU, else the seed report's); None when the guide cannot answer (the do-this block says why)."""
+    try:
+        from ..recommend import answer
+        from ..recommend.facts import detect_gpu
+        from ..recommend.render import to_html
+    except ImportError:  # pragma: no cover - the guide ships with the package
+        return None
+    if gpu is None and env:
+        try:
+            gpu = detect_gpu(env)
+        except ValueError:
+            gpu = None
+    try:
+        return clean_html(to_html(answer(gpu or "rtx-pro-6000").items))
+    except Exception:  # noqa: BLE001 - the guide must never cost the run its report
+        return None
+
+
 def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures: bool = True,
                  bodies: bool = True, do_this: str | None = None, gpu: str | None = None) -> str:
     """The report page of ``run_dir`` as one HTML string (see the module docstring).
@@ -320,10 +343,12 @@ def build_report(run_dir: str | Path, name: str | None = None, *, inline_figures
         do_this, guide_note = do_this_html(environment["env"], gpu)
     else:
         do_this = clean_html(do_this)
+    guide_table = guide_table_html(environment["env"], gpu) if do_this else None
     css = Markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))
     page = _jinja().get_template("report.html.j2").render(
         run=run, notebooks=books, environment=environment, css=css, bodies=bodies,
-        do_this=Markup(do_this) if do_this else None, guide_note=guide_note)
+        do_this=Markup(do_this) if do_this else None, guide_note=guide_note,
+        guide_table=Markup(guide_table) if guide_table else None)
     found = active_content(page)
     if found:  # the sanitizer or the template let something through: never write it
         raise RuntimeError(f"report of {run_dir} would hold active content {found[:3]}; not written")
