@@ -371,3 +371,117 @@ def test_expert_id_range_check_runs_on_the_host_for_cpu_ids_and_reads_nothing_wh
     with pytest.raises(ValueError, match=r"^topk_ids: expected expert ids in \[0, E=4\), got 1 outside it "
                                          r"\(min 0, max 4; first at \[1, 0\]: 4\)$"):
         check_expert_ids(torch.tensor([[0, 3], [4, 1]]), 4)
+
+
+# --- writes that replace what they should write through ---------------------------------------------------
+
+def test_atomic_write_goes_through_a_symlink_and_keeps_the_link(tmp_path):
+    import os
+
+    from sm120lab.atomic_io import write_json_atomic, write_text_atomic
+
+    real = tmp_path / "real" / "out.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    assert write_json_atomic(chain, {"a": 1}) == chain
+    assert chain.is_symlink() and link.is_symlink() and not real.is_symlink()
+    assert json.loads(real.read_text()) == {"a": 1} and real.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in real.parent.iterdir()] == ["out.json"]  # no temporary file left beside it
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "made.txt")
+    write_text_atomic(dangling, "hi")
+    assert dangling.is_symlink() and (tmp_path / "made.txt").read_text() == "hi"
+
+
+def _special_files(tmp_path: Path) -> dict[str, Path]:
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = {"a FIFO": fifo, "a folder": tmp_path / "folder"}
+    out["a folder"].mkdir()
+    try:  # a character device node like /dev/full (only root may make one; never the real /dev here)
+        os.mknod(tmp_path / "chardev", stat.S_IFCHR | 0o666, os.makedev(1, 7))
+        out["a character device"] = tmp_path / "chardev"
+    except (PermissionError, OSError):
+        pass
+    link = tmp_path / "link-to-fifo"
+    link.symlink_to(fifo)
+    out["a FIFO "] = link
+    return out
+
+
+def test_atomic_write_refuses_what_is_not_a_regular_file(tmp_path):
+    import os
+    import stat
+
+    from sm120lab.atomic_io import write_text_atomic
+
+    for kind, path in _special_files(tmp_path).items():
+        before = os.stat(path).st_mode
+        with pytest.raises(OSError) as exc:
+            write_text_atomic(path, "x")
+        assert exc.value.strerror.startswith(f"expected a regular file, but it is {kind.strip()}")
+        assert "refusing to replace it" in exc.value.strerror and "\n" not in exc.value.strerror
+        assert os.stat(path).st_mode == before and not stat.S_ISREG(before)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_text_writes_keep_crlf_line_endings(tmp_path):
+    from sm120lab.atomic_io import newline_of, write_text_atomic
+
+    crlf, lf = tmp_path / "crlf.md", tmp_path / "lf.md"
+    crlf.write_bytes(b"# t\r\nkeep\r\n")
+    lf.write_bytes(b"# t\nkeep\n")
+    write_text_atomic(crlf, "# t\nkeep\nnew\n")
+    write_text_atomic(lf, "# t\nkeep\nnew\n")
+    assert crlf.read_bytes() == b"# t\r\nkeep\r\nnew\r\n" and lf.read_bytes() == b"# t\nkeep\nnew\n"
+    assert newline_of(crlf) == "\r\n" and newline_of(lf) == "\n" and newline_of(tmp_path / "none") == "\n"
+    write_text_atomic(crlf, "a\nb\n", newline=None)
+    assert crlf.read_bytes() == b"a\nb\n"
+
+
+def test_cli_json_targets_write_through_links_and_refuse_special_files(tmp_path):
+    real = tmp_path / "reports" / "check.json"
+    real.parent.mkdir()
+    real.write_text("{}")
+    link = tmp_path / "check.json"
+    link.symlink_to(real)
+    status, out = cli("check", "--tokens", "2", "--device", "cpu", "--backend", "reference", "--json", str(link))
+    assert status == 0, out
+    assert link.is_symlink() and json.loads(real.read_text())["command"].startswith("sm120lab check")
+    (tmp_path / "special").mkdir()
+    for kind, path in _special_files(tmp_path / "special").items():
+        status, out = cli("check", "--tokens", "2", "--device", "cpu", "--backend", "reference", "--json", str(path))
+        assert status == 2 and "problem:" not in out, out  # refused before the run, in one line
+        one_line_error(status, out, "--json", "expected a" if kind == "a folder" else "refusing to replace it")
+
+
+def test_doctor_json_writes_through_a_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    link = tmp_path / "doctor.json"
+    link.symlink_to(real)
+    status, out = cli("doctor", "--measure", "off", "--json", str(link))
+    assert status in (0, 1), out  # 1: a measured failure; --measure off measures nothing
+    assert link.is_symlink() and json.loads(real.read_text()) != {}
+
+
+def test_update_readme_through_a_link_keeps_crlf_outside_the_markers(tmp_path):
+    real = tmp_path / "docs" / "README.md"
+    real.parent.mkdir()
+    head, tail = b"# title\r\n\r\nintro line\r\n", b"\r\ntail line\r\n"
+    real.write_bytes(head + b"<!-- guide:start -->\r\nSTALE-BLOCK\r\n<!-- guide:end -->" + tail)
+    link = tmp_path / "README.md"
+    link.symlink_to(real)
+    status, out = cli("recommend", "--gpu", "rtx-5090", "--update-readme", str(link))
+    assert status == 0, out
+    data = real.read_bytes()
+    assert link.is_symlink() and data.startswith(head + b"<!-- guide:start -->\r\n") and data.endswith(b"-->" + tail)
+    assert b"STALE-BLOCK" not in data and b"\n" not in data.replace(b"\r\n", b"")  # every line ending is CRLF

@@ -78,9 +78,15 @@ def _json_target(path: str | None) -> Path | None:
     """
     if path is None:
         return None
+    from sm120lab.atomic_io import real_target
+
     target = Path(path)
     if target.is_dir():
         raise SystemExit(f"--json: expected a file path, got the directory {path!r}")
+    try:
+        real_target(target)  # a device node, FIFO or socket (also behind a link) is refused before the run
+    except OSError as exc:
+        raise SystemExit(f"--json: {path!r}: {exc.strerror or exc}") from None
     ancestor = target.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
