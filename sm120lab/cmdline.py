@@ -27,6 +27,12 @@ EXIT_USAGE = 2
 EXIT_TOOL = 3
 
 
+class InputError(Exception):
+    """An argument or input file that cannot be used, found below the command layer (a wheel that is not
+    the one named, a damaged record): ``str()`` is one line naming it and what was expected.
+    :func:`sm120lab.cli.main` prints that line and exits :data:`EXIT_USAGE` when a command lets it through."""
+
+
 class UsageError(SystemExit):
     """Bad arguments: exits with :data:`EXIT_USAGE`; ``str()`` is the one-line message.
 

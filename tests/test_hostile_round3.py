@@ -485,3 +485,111 @@ def test_update_readme_through_a_link_keeps_crlf_outside_the_markers(tmp_path):
     data = real.read_bytes()
     assert link.is_symlink() and data.startswith(head + b"<!-- guide:start -->\r\n") and data.endswith(b"-->" + tail)
     assert b"STALE-BLOCK" not in data and b"\n" not in data.replace(b"\r\n", b"")  # every line ending is CRLF
+
+
+# --- upstream records and run folders taken on trust ---------------------------------------------------
+
+def _wheel_file(path: Path, meta_name: str, meta_version: str) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{meta_name}-{meta_version}.dist-info/METADATA",
+                    f"Metadata-Version: 2.1\nName: {meta_name}\nVersion: {meta_version}\n")
+    return path
+
+
+@pytest.fixture
+def upstream_copy(tmp_path, monkeypatch):
+    """A copy of data/upstream that the store reads instead (so a refused write could only land there)."""
+    import shutil
+
+    from sm120lab.paths import data_dir
+    from sm120lab.upstream import store
+
+    root = tmp_path / "checkout"
+    shutil.copytree(data_dir() / "upstream", root / "data" / "upstream")
+    monkeypatch.setattr(store, "data_dir", lambda: root / "data")
+    store._cached_index.cache_clear()
+    store._cached_record.cache_clear()
+    yield root / "data" / "upstream"
+    store._cached_index.cache_clear()
+    store._cached_record.cache_clear()
+
+
+@pytest.mark.parametrize("wheel_name, meta", [
+    ("vllm-9.9.9-py3-none-any.whl", ("vllm", "9.9.9")),          # another version, consistent in itself
+    ("vllm-0.21.0-py3-none-any.whl", ("flashinfer-python", "0.6.5")),  # the name says one thing, METADATA another
+    ("flashinfer_python-0.21.0-py3-none-any.whl", ("flashinfer-python", "0.21.0")),  # another dist
+])
+def test_record_refuses_a_wheel_that_is_not_the_dist_version_named(upstream_copy, tmp_path, wheel_name, meta):
+    before = {p.name: p.read_bytes() for p in upstream_copy.iterdir() if p.is_file()}
+    wheel = _wheel_file(tmp_path / wheel_name, *meta)
+    one_line_error(*cli("upstream", "record", "vllm", "0.21.0", "--wheel", str(wheel), "--force"), "--wheel:",
+                   wheel_name)
+    assert {p.name: p.read_bytes() for p in upstream_copy.iterdir() if p.is_file()} == before
+
+
+def test_record_refuses_a_wheel_that_is_not_a_zip(upstream_copy, tmp_path):
+    bad = tmp_path / "vllm-0.21.0-py3-none-any.whl"
+    bad.write_text("not a zip")
+    one_line_error(*cli("upstream", "record", "vllm", "0.21.0", "--wheel", str(bad)), "--wheel:",
+                   "not a readable wheel")
+
+
+def _break_records(up: Path) -> dict[str, str]:
+    """Four broken vLLM records; returns {version: what the error must say}."""
+    (up / "vllm-0.18.0.json").unlink()
+    text = (up / "vllm-0.18.1.json").read_text()
+    (up / "vllm-0.18.1.json").write_text(text[: len(text) // 2])
+    doc = json.loads((up / "vllm-0.19.0.json").read_text())
+    (up / "vllm-0.19.0.json").write_text(json.dumps({**doc, "schema_version": 99}))
+    (up / "vllm-0.19.1.json").write_text((up / "vllm-0.20.0.json").read_text())
+    return {"0.18.0": "is missing", "0.18.1": "truncated or not JSON", "0.19.0": "schema_version 99",
+            "0.19.1": "holds the record of vllm 0.20.0, expected vllm 0.19.1"}
+
+
+def test_a_broken_record_is_named_in_one_line(upstream_copy):
+    for version, needle in _break_records(upstream_copy).items():
+        one_line_error(*cli("upstream", "show", "vllm", version), f"data/upstream/vllm-{version}.json", needle)
+
+
+def test_one_broken_record_does_not_break_recommend_for_the_others(upstream_copy):
+    import warnings
+
+    from sm120lab import upstream
+
+    broken = _break_records(upstream_copy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        have = upstream.versions("vllm")
+    assert not set(broken) & set(have) and {"0.17.0", "0.20.0"} <= set(have)
+    assert sorted(str(w.message).split()[2].rstrip(":") for w in caught) == sorted(broken)
+    assert set(upstream.store.broken("vllm")) == set(broken)
+    status, out = cli("recommend", "--vllm", "0.20.0", "--markdown")
+    assert status == 0 and "vLLM 0.20.0" in out, out[-2000:]
+    status, out = cli("recommend", "--markdown")  # the default release, chosen among the loadable ones
+    assert status == 0 and "**Do this:" in out, out[-2000:]
+    one_line_error(*cli("recommend", "--vllm", "0.18.1"), "vllm-0.18.1.json", "truncated")
+
+
+def test_a_damaged_index_is_named_in_one_line(upstream_copy):
+    (upstream_copy / "index.json").write_text('{"schema_version": 1, "dists": [')
+    one_line_error(*cli("upstream", "show", "vllm", "0.20.0"), "index.json", "expected the upstream index")
+
+
+@pytest.mark.parametrize("env", ['[]', '"text"', '{"gpu": "x"}', '{"gpu": [1]}'])
+def test_recommend_runs_with_a_malformed_environment_skips_that_folder_by_name(tmp_path, env):
+    import warnings
+
+    from sm120lab import recommend
+
+    run = tmp_path / "runs" / "r1"
+    (run / "results").mkdir(parents=True)
+    (run / "environment.json").write_text(env)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert recommend.sm120_runs(tmp_path / "runs") == []
+    assert any("r1/environment.json: expected a JSON object whose 'gpu' is an object" in str(w.message)
+               for w in caught)
+    status, out = cli("recommend", "--runs", str(tmp_path / "runs"), "--markdown")
+    assert status == 0 and "Traceback" not in out and "AttributeError" not in out

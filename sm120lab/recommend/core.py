@@ -163,8 +163,8 @@ def _env_record(obj: Any) -> dict | None:
 
 
 def _gpu_level(env: dict | None) -> Evidence | None:
-    gpu = (env or {}).get("gpu") or {}
-    if not gpu.get("available"):
+    gpu = (env if isinstance(env, dict) else {}).get("gpu") or {}
+    if not isinstance(gpu, dict) or not gpu.get("available"):
         return None
     cc = str(gpu.get("compute_capability", ""))
     return Evidence.SM120_RUN if cc.startswith("12.") else Evidence.H200_RUN
@@ -212,8 +212,12 @@ def sm120_runs(runs_root: str | Path | None = None) -> list[RunFolder]:
     """Run folders under ``runs_root`` (default ``data/runs``) made on an SM120/SM121 GPU.
 
     A folder counts when its ``environment.json`` shows an available GPU with compute capability
-    12.x; its ``results/NN_*.json`` are loaded. Unreadable files are skipped.
+    12.x; its ``results/NN_*.json`` are loaded. Unreadable files are skipped; an ``environment.json``
+    that reads but is not an object with a ``gpu`` object skips its folder with a warning naming it
+    (it once raised AttributeError), and so does a result that is not an object.
     """
+    import warnings
+
     root = Path(runs_root) if runs_root is not None else data_dir() / "runs"
     out = []
     if not root.is_dir():
@@ -225,15 +229,25 @@ def sm120_runs(runs_root: str | Path | None = None) -> list[RunFolder]:
             env = read_json(d / "environment.json", root=d)
         except (OSError, UnicodeDecodeError, ValueError, SchemaError):
             continue
+        if not isinstance(env, dict) or not isinstance(env.get("gpu", {}), dict):
+            warnings.warn(f"{d / 'environment.json'}: expected a JSON object whose 'gpu' is an object, got "
+                          f"{type(env).__name__ if not isinstance(env, dict) else 'gpu = ' + repr(env['gpu'])[:40]}; "
+                          "run folder skipped", stacklevel=2)
+            continue
         if _gpu_level(_env_record(env) or env) is not Evidence.SM120_RUN:
             continue
         gpu = env.get("gpu", {})
         run = RunFolder(d, str(gpu.get("name", "?")), str(gpu.get("compute_capability", "?")))
         for f in sorted((d / "results").glob("[0-9][0-9]_*.json")):
             try:
-                run.results[f.name[:2]] = read_json(f, root=d)
+                result = read_json(f, root=d)
             except (OSError, UnicodeDecodeError, ValueError, SchemaError):
                 continue
+            if not isinstance(result, dict):
+                warnings.warn(f"{f}: expected a JSON object of results, got {type(result).__name__}; skipped",
+                              stacklevel=2)
+                continue
+            run.results[f.name[:2]] = result
         out.append(run)
     return out
 

@@ -9,11 +9,13 @@ one wheel travel (a CPython 3.12 manylinux x86_64 wheel, else a pure-Python one)
 from __future__ import annotations
 
 import json
+import zipfile
 
-from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
+from ..cmdline import InputError
 from ..toolchains.pypi_wheels import download_wheel
 from . import extract_flashinfer, extract_torch, extract_vllm, store
 from .common import base_fields
@@ -42,9 +44,47 @@ class Unpublished(RuntimeError):
     """The registry serves no wheel for this dist-version."""
 
 
+class WheelMismatch(InputError):
+    """``--wheel`` is not a readable wheel of the dist-version named (nothing is written)."""
+
+
+def wheel_identity(src: WheelSource) -> tuple[str, str]:
+    """(name, version) a wheel declares in its METADATA (``Name``, ``Version``), checked against its file
+    name; :class:`WheelMismatch` when either is missing or they disagree."""
+    import email.parser
+
+    try:
+        fn_name, fn_version, _, _ = parse_wheel_filename(src.filename)
+    except ValueError as exc:
+        raise WheelMismatch(f"--wheel: {src.filename} is not a wheel file name ({exc})") from None
+    try:
+        meta = email.parser.Parser().parsestr(src.metadata_text(), headersonly=True)
+    except ValueError as exc:
+        raise WheelMismatch(f"--wheel: {src.filename}: {exc}") from None
+    name, ver = meta.get("Name"), meta.get("Version")
+    try:
+        same = canonicalize_name(name or "") == fn_name and Version(ver or "") == fn_version
+    except InvalidVersion:
+        same = False
+    if not same:
+        raise WheelMismatch(f"--wheel: {src.filename}: its METADATA says {name} {ver}, its file name {fn_name} "
+                            f"{fn_version}; expected one wheel of one dist-version")
+    return str(canonicalize_name(name)), str(Version(ver))
+
+
 def open_wheel(dist: str, version: str, wheel: str | None = None) -> WheelSource:
+    """The wheel of ``dist==version``: ``wheel`` (checked to be that dist-version, :class:`WheelMismatch`
+    otherwise), else a download or PyPI range reads."""
     if wheel:
-        return WheelSource.local(wheel)
+        try:
+            src = WheelSource.local(wheel)
+        except zipfile.BadZipFile as exc:
+            raise WheelMismatch(f"--wheel: {wheel} is not a readable wheel (zip: {exc})") from None
+        name, ver = wheel_identity(src)
+        if (name, Version(ver)) != (str(canonicalize_name(dist)), Version(version)):
+            raise WheelMismatch(f"--wheel: {src.filename} is {name} {ver}, not {canonicalize_name(dist)} {version}; "
+                                "nothing was written")
+        return src
     if canonicalize_name(dist) in DOWNLOADED:
         return WheelSource.local(download_wheel(dist, version))
     picked = pick_remote_wheel(dist, version)
