@@ -49,7 +49,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--dest", help="cache folder (default: $SM120LAB_VLLM_CACHE or <cache>/vllm-wheel)")
     v.add_argument("--verify", action="store_true", help="only check an existing cache, every file's sha256")
     v.set_defaults(func=run_vllm_cache)
+    f = s.add_parser("full-resolve", help="run pip's real resolver over a vLLM release's whole dependency tree "
+                     "(network) and record the result",
+                     description="pip install --dry-run --report of vllm==V with its exact FlashInfer and torch "
+                                 "pins, on the package index this machine reaches; writes "
+                                 "data/upstream/resolve/vllm-V.json (sm120lab.upstream.full_resolve).")
+    f.add_argument("versions", nargs="+", help="recorded vLLM releases, e.g. 0.33.0 0.34.0")
+    f.set_defaults(func=run_full_resolve)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def run_full_resolve(args: argparse.Namespace) -> int:
+    from ..upstream import full_resolve, versions
+
+    known = versions("vllm")
+    bad = [v for v in args.versions if v not in known]
+    if bad:
+        raise SystemExit(f"versions: not recorded vLLM releases: {', '.join(bad)} (record them first: "
+                         "sm120lab upstream record vllm V)")
+    for v in args.versions:
+        doc = full_resolve.resolve(v)
+        path = full_resolve.write(doc)
+        print(f"vllm {v}: {full_resolve.reason(doc)} -> {path}")
+    return 0
 
 
 def run_record(args: argparse.Namespace) -> int:
@@ -108,7 +130,8 @@ def run_record_all(args: argparse.Namespace) -> int:
 
     summary = recorder.record_all(force=args.force)
     print(f"written {len(summary['written'])}, unchanged {len(summary['unchanged'])}, "
-          f"kept (differs) {len(summary['differs'])}, not on PyPI {len(summary['unavailable'])}")
+          f"kept (differs) {len(summary['differs'])}, not on the package index this machine reached "
+          f"{len(summary['unavailable'])}")
     return 1 if summary["differs"] else 0
 
 

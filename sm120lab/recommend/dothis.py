@@ -297,10 +297,19 @@ def arch_list_for(flashinfer_version: str, gpu: str | GPU = GPU.RTX_PRO_6000, cu
 
 
 def installable(version: str) -> tuple[bool, str]:
-    """Whether vLLM ``version``'s exact FlashInfer and torch pins are releases the registry served when
-    the facts were recorded (``upstream.unavailable()`` lists those it did not); ``(ok, reason)``."""
-    from .. import upstream
+    """Whether vLLM ``version`` installs with its exact FlashInfer and torch pins; ``(ok, reason)``.
 
+    The recorded full resolve (:mod:`sm120lab.upstream.full_resolve`: pip's real resolver over the whole
+    dependency tree, on the package index the recording machine reached, with its date) decides when
+    there is one; its failure is worded as that index's, never as PyPI's. Without one, the pins are
+    checked against the releases the recorded wheels came from (``upstream.unavailable()`` lists the
+    pinned versions that index did not serve), and the reason says so."""
+    from .. import upstream
+    from ..upstream.full_resolve import load_resolve, reason
+
+    doc = load_resolve(version)
+    if doc is not None:
+        return bool(doc["ok"]), "" if doc["ok"] else reason(doc)
     rec = upstream.load("vllm", version)
     missing = {(u.dist, u.version) for u in upstream.unavailable()}
     for dist in ("flashinfer-python", "torch"):
@@ -308,11 +317,23 @@ def installable(version: str) -> tuple[bool, str]:
         if pin is None:
             return False, f"vLLM {version} pins no exact {dist} ({rec.pins.get(dist)!r})"
         if (dist, pin) in missing:
-            return False, (f"vLLM {version} pins {dist}=={pin}, which PyPI does not serve (recorded by "
-                           f"`sm120lab upstream record-all`): pip cannot install vLLM {version} from PyPI")
+            return False, (f"vLLM {version} pins {dist}=={pin}, which the package index the records were read "
+                           f"from did not serve (`sm120lab upstream record-all`; no full resolve recorded)")
         if pin not in upstream.versions(dist):
             return False, f"{dist} {pin} (pinned by vLLM {version}) is not recorded"
     return True, ""
+
+
+def install_note(version: str) -> str:
+    """What the block's install line rests on: the recorded full resolve (what, where, when), or that none
+    was recorded and only the pins were checked against each other."""
+    from ..upstream.full_resolve import load_resolve, reason
+
+    doc = load_resolve(version)
+    if doc is None:
+        return (f"Install line: no full resolve of vLLM {version} recorded (`sm120lab upstream full-resolve "
+                f"{version}`); only its pins were checked against each other.")
+    return f"Install line: {reason(doc)}."
 
 
 def default_release() -> str:
@@ -349,8 +370,9 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     if not ok:
         problems.append(why_not)
     newest = upstream.newest("vllm")
+    notes.append(install_note(version))
     if vllm is None and version != newest:
-        notes.append(f"vLLM {newest} is newer but not installable: {installable(newest)[1]}.")
+        notes.append(f"vLLM {newest} is newer but did not install: {installable(newest)[1]}.")
     fi_v, torch_v = _pinned(rec, "flashinfer-python"), _pinned(rec, "torch")
     if fi_v is None:
         problems.append(f"vLLM {version} pins no exact flashinfer-python ({rec.pins.get('flashinfer-python')!r})")
