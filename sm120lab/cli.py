@@ -18,7 +18,7 @@ import sys
 
 from . import __version__
 from . import commands as _commands
-from .cmdline import InputError, UsageError, plain_help
+from .cmdline import EXIT_TOOL, InputError, ToolError, UsageError, plain_help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         # SystemExit("message") would exit 1, a failed check's status: a message is a bad argument (2)
         print(exc.code, file=sys.stderr)
         raise UsageError(str(exc.code)) from None
+    except ToolError as exc:  # pip or a download failed: no answer, exit 3 (not 1, a failed check)
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return EXIT_TOOL
     except InputError as exc:  # a damaged input named by the library: one line, exit 2, no traceback
         message = " ".join(str(exc).split())
         print(message, file=sys.stderr)

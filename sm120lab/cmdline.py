@@ -33,6 +33,11 @@ class InputError(Exception):
     :func:`sm120lab.cli.main` prints that line and exits :data:`EXIT_USAGE` when a command lets it through."""
 
 
+class ToolError(Exception):
+    """A tool a command runs (pip, a download) failed, so there is no answer (not a failed check):
+    ``str()`` is one line saying what failed. :func:`sm120lab.cli.main` prints it and exits :data:`EXIT_TOOL`."""
+
+
 class UsageError(SystemExit):
     """Bad arguments: exits with :data:`EXIT_USAGE`; ``str()`` is the one-line message.
 

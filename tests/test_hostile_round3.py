@@ -593,3 +593,62 @@ def test_recommend_runs_with_a_malformed_environment_skips_that_folder_by_name(t
                for w in caught)
     status, out = cli("recommend", "--runs", str(tmp_path / "runs"), "--markdown")
     assert status == 0 and "Traceback" not in out and "AttributeError" not in out
+
+
+# --- upstream check-install: a tool's failure is not an answer ---------------------------------------------
+
+_FAKE_PIP = r"""
+import json, sys
+args = sys.argv[1:]
+if args[:1] == ["--version"]:
+    print("pip 23.2.1 from /fake/pip (python 3.11)")
+    sys.exit(0)
+# what pip 23.2.1 does: platform options only with --target
+if "--python-version" in args and "--target" not in args or MODE == "refuse":
+    print("ERROR: Can not use any platform or abi specific options unless installing via '--target'",
+          file=sys.stderr)
+    sys.exit(1)
+if MODE == "no-report":
+    sys.exit(0)
+reqs = [a for a in args if "==" in a]
+with open(args[args.index("--report") + 1], "w") as fh:
+    json.dump({"install": [{"metadata": {"name": r.split("==")[0], "version": r.split("==")[1]}} for r in reqs]}, fh)
+"""
+
+
+def _fake_pip(tmp_path: Path, mode: str) -> list[str]:
+    script = tmp_path / f"fake_pip_{mode}.py"
+    script.write_text(f"MODE = {mode!r}\n" + _FAKE_PIP)
+    return [sys.executable, str(script)]
+
+
+def test_check_install_works_with_a_pip_that_needs_target(tmp_path):
+    from sm120lab.upstream.resolve import check_install
+
+    res = check_install(["vllm==0.33.0", "flashinfer-python==0.7.2.post1"], pip=_fake_pip(tmp_path, "like-23.2.1"))
+    assert res.ok and res.resolved == {"vllm": "0.33.0", "flashinfer-python": "0.7.2.post1"}
+
+
+@pytest.mark.parametrize("mode, needle", [("refuse", "Can not use any platform"), ("no-report", "no readable --report")])
+def test_check_install_says_pip_failed_instead_of_does_not_install(tmp_path, mode, needle):
+    from sm120lab.upstream.resolve import PipFailed, check_install
+
+    with pytest.raises(PipFailed) as exc:
+        check_install(["vllm==0.33.0"], pip=_fake_pip(tmp_path, mode))
+    msg = str(exc.value)
+    assert msg.startswith("pip 23.2.1 ") and needle in msg and "\n" not in msg
+
+
+def test_check_install_cli_exits_3_on_a_tool_failure(tmp_path, monkeypatch):
+    import sm120lab.upstream as upstream
+    from sm120lab.upstream import resolve
+
+    real = resolve.check_install
+    monkeypatch.setattr(upstream, "check_install",
+                        lambda reqs: real(reqs, pip=_fake_pip(tmp_path, "refuse")))
+    status, out = cli("upstream", "check-install", "vllm==0.33.0", "flashinfer-python==0.7.2.post1")
+    one_line_error(status, out, "pip 23.2.1 failed to run the check, so there is no answer", code=3)
+    assert "does NOT install" not in out
+    monkeypatch.setattr(upstream, "check_install", real)
+    status, out = cli("upstream", "check-install", "vllm==0.17.0", "flashinfer-python==0.6.7")
+    assert status == 1 and out.startswith("does NOT install together: ERROR: Cannot install"), out

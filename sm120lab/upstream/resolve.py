@@ -6,9 +6,13 @@ b12x, flashinfer-cubin, ...) a metadata-only wheel is written to a temporary fol
 Requires-Dist lines that name a dist of the universe (markers kept), plus WHEEL and RECORD. Then::
 
     python -m pip install --dry-run --no-index --find-links <stubs> --ignore-installed \
-        --only-binary=:all: --python-version 3.12 --report <json> <requirements>
+        --only-binary=:all: --python-version 3.12 --target <empty temp folder> --report <json> <requirements>
 
-runs with no network and no pip configuration. Requirements on packages OUTSIDE the recorded universe
+runs with no network and no pip configuration (``--target``: pip before 23.3, e.g. 23.2.1, refuses
+``--python-version`` without it, "Can not use any platform or abi specific options unless installing
+via '--target'"; with ``--dry-run`` nothing is written there). When pip fails for any reason other
+than a resolver answer (a refused option, a crash, a timeout, no report), :class:`PipFailed` is raised:
+a tool's failure is not the answer "does not install together". Requirements on packages OUTSIDE the recorded universe
 are dropped, so a success proves that the recorded releases' mutual pins agree (vLLM's exact
 flashinfer-python / torch pins, FlashInfer's own requirements on torch, ...), not that the whole
 dependency closure installs. A version some release pins but the registry did not serve when recording
@@ -31,9 +35,19 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..cmdline import ToolError
 from . import store
 
 PYTHON_VERSION = "3.12"
+
+#: what pip prints when its resolver answered "no" (anything else from a failed pip is a tool failure)
+RESOLVER_ANSWERS = ("ResolutionImpossible", "Cannot install", "No matching distribution found",
+                    "Could not find a version that satisfies", "The conflict is caused by",
+                    "requires a different Python")
+
+
+class PipFailed(ToolError):
+    """pip did not answer (refused its options, crashed, timed out, wrote no report): no verdict."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,17 @@ def _failure_line(output: str, rc: int) -> str:
     return detail
 
 
-def check_install(requirements: list[str], python_version: str = PYTHON_VERSION, timeout: float = 300) -> ResolveResult:
+def pip_version(pip: list[str]) -> str:
+    """``pip --version``'s version word, or ``"?"``."""
+    try:
+        out = subprocess.run([*pip, "--version"], capture_output=True, text=True, timeout=60).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return out[1] if len(out) > 1 and out[0] == "pip" else "?"
+
+
+def check_install(requirements: list[str], python_version: str = PYTHON_VERSION, timeout: float = 300, *,
+                  pip: list[str] | None = None) -> ResolveResult:
     """Whether pip's resolver installs ``requirements`` together, judged offline on the recorded metadata.
 
     Args:
@@ -137,28 +161,47 @@ def check_install(requirements: list[str], python_version: str = PYTHON_VERSION,
         python_version: the target interpreter pip resolves for (``--python-version``).
         timeout: seconds before pip is given up on.
 
+        pip: the pip to run (default ``python -m pip`` of this interpreter).
+
     Returns:
         :class:`ResolveResult`. Requirements on packages outside the recorded universe are dropped from the
         stubs (see the module docstring): this proves the mutual pins, not the whole closure.
+
+    Raises:
+        PipFailed: pip gave no resolver answer (it refused an option, crashed, timed out or wrote no
+            report); one line naming pip's version and its error.
     """
     reqs = _check_requirements(requirements)
+    pip = list(pip) if pip else [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="sm120lab-resolve-") as tmp:
         folder = Path(tmp) / "stubs"
         folder.mkdir()
         build_stubs(folder)
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", str(folder),
+        cmd = [*pip, "install", "--dry-run", "--no-index", "--find-links", str(folder),
                "--ignore-installed", "--only-binary=:all:", "--python-version", python_version,
+               "--target", str(Path(tmp) / "target"),  # pip < 23.3 takes --python-version only with --target
                "--report", str(report), "--disable-pip-version-check", "--no-cache-dir", *reqs]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
         env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"})
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            return ResolveResult(False, f"pip gave no answer in {timeout:g} s", {}, reqs)
+            raise PipFailed(f"pip {pip_version(pip)} gave no answer in {timeout:g} s; the check did not run "
+                            "(not an answer)") from None
+        except OSError as exc:
+            raise PipFailed(f"could not run pip ({' '.join(pip)}): {exc.strerror or exc}; the check did not run") from None
+        output = (proc.stdout or "") + "\n" + (proc.stderr or "")
         if proc.returncode != 0:
-            return ResolveResult(False, _failure_line((proc.stdout or "") + "\n" + (proc.stderr or ""), proc.returncode), {}, reqs)
-        data = json.loads(report.read_text())
+            if not any(marker in output for marker in RESOLVER_ANSWERS):
+                raise PipFailed(f"pip {pip_version(pip)} failed to run the check, so there is no answer (exit "
+                                f"{proc.returncode}): {_failure_line(output, proc.returncode)}")
+            return ResolveResult(False, _failure_line(output, proc.returncode), {}, reqs)
+        try:
+            data = json.loads(report.read_text())
+        except (OSError, ValueError) as exc:
+            raise PipFailed(f"pip {pip_version(pip)} exited 0 but wrote no readable --report ({exc}); "
+                            "the check did not run") from None
         resolved = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
                     for item in data.get("install", [])}
         shown = ", ".join(f"{k}=={v}" for k, v in sorted(resolved.items()))
