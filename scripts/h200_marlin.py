@@ -69,7 +69,7 @@ def main() -> int:
 
     from sm120lab.cmdline import command_line
     from sm120lab.envinfo import collect
-    from sm120lab.upstream.vllm_wheel import marlin_runtime
+    from sm120lab.moe.vllm_wheel import marlin_runtime
 
     env = collect()
     cmd = command_line("scripts/h200_marlin.py", sys.argv[1:])

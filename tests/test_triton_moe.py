@@ -221,6 +221,30 @@ def test_packed_decode_matches_fp64_reference(routing, tokens, cfg_name, layout,
 
 
 @needs_interp
+def test_decode_path_at_a_width_whose_word_count_is_not_a_power_of_two(seed):
+    """H=384 (48 words per w13 row) and I=192 (24 per w2 row): the decode kernel's K tile must be a power
+    of two dividing the words (compute-sanitizer's odd shape on the H200 hit "arange's range must be a
+    power of 2", data/bench/aux/sanitizer_memcheck.txt, 2026-12-04)."""
+    from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
+    from sm120lab.constants import SENTINEL
+    from sm120lab.kernels.plan import MoEShape, plan_moe
+    from sm120lab.kernels.plan import Path as KPath
+    from sm120lab.kernels.prepack import prepare_moe_weights
+
+    layer = make_bench_layer(6, 3, 384, 192, seed=seed % 1000, bf16=False, fp8=False, device="cpu")
+    gen = torch.Generator().manual_seed(seed)
+    ids, tw = uniform_routing(3, 6, 3, device="cpu", gen=gen)
+    x = torch.randn(3, 384, generator=gen).to(torch.bfloat16)
+    plan = plan_moe(MoEShape.of(6, 384, 192, 3), 3, device="cpu", paths={KPath.DECODE})
+    out = torch.full((3, 384), SENTINEL, dtype=torch.bfloat16)
+    fm.fused_moe_packed(x, ids, tw, prepare_moe_weights(layer.w13, layer.w2), plan=plan, out=out, _poison=True)
+    ref = moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
+    assert plan.path is KPath.DECODE
+    assert bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
+    assert _rel(out, ref) < 1e-2
+
+
+@needs_interp
 @pytest.mark.parametrize("routing,tokens", [("uniform", 20), ("single", 1)])
 def test_w4a4_dequant_matches_emulated_w4a4(routing, tokens, seed):
     p = make_moe_problem("tiny", tokens=tokens, routing=routing, seed=seed)

@@ -1,4 +1,4 @@
-"""The vLLM wheel cache (sm120lab.upstream.vllm_wheel) and the vllm-marlin adapter's wiring, on the CPU.
+"""The vLLM wheel cache (sm120lab.moe.vllm_wheel) and the vllm-marlin adapter's wiring, on the CPU.
 
 A synthetic wheel stands in for vLLM's (the real one is 304 MB and `make test` is offline): the same
 layout (``vllm/**.py``, ``vllm-<v>.dist-info/METADATA``, the two op extensions), engine ``__init__``
@@ -21,7 +21,7 @@ import pytest
 import torch
 from packaging.version import Version
 
-from sm120lab.upstream import vllm_wheel as vw
+from sm120lab.moe import vllm_wheel as vw
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH_RELEASE = ".".join(map(str, Version(torch.__version__).release))
@@ -166,7 +166,7 @@ def _in_fresh_python(code: str, env: dict | None = None) -> subprocess.Completed
 
 LOAD = """
 import json, sys
-from sm120lab.upstream import vllm_wheel as vw
+from sm120lab.moe import vllm_wheel as vw
 vw.EXTENSION_MODULES = ()          # the synthetic wheel's extensions are not libraries
 vw._op_schemas = lambda: {{}}      # (the real wheel's run checks them on the H200)
 rt = vw.load_cache(vw.Path({folder!r}), "0.26.0")
@@ -192,7 +192,7 @@ def test_load_cache_runs_the_wheels_own_modules_without_the_engine(tmp_path, whe
 
 def test_load_cache_refuses_another_torch_before_loading_anything(tmp_path):
     folder = vw.build_cache("0.26.0", make_wheel(tmp_path, torch_pin="2.0.1"), tmp_path / "cache")
-    code = (f"import sys\nfrom sm120lab.upstream import vllm_wheel as vw\ntry:\n    vw.load_cache(vw.Path({str(folder)!r}))\n"
+    code = (f"import sys\nfrom sm120lab.moe import vllm_wheel as vw\ntry:\n    vw.load_cache(vw.Path({str(folder)!r}))\n"
             "except vw.VllmWheelError as e:\n    print('ERR', e)\nprint('vllm' in sys.modules)")
     out = _in_fresh_python(code).stdout.splitlines()
     assert out[0].startswith("ERR torch ABI mismatch") and "torch==2.0.1" in out[0] and out[1] == "False"
@@ -200,7 +200,7 @@ def test_load_cache_refuses_another_torch_before_loading_anything(tmp_path):
 
 def test_an_extension_that_does_not_load_is_one_line(tmp_path, wheel):
     folder = vw.build_cache("0.26.0", wheel, tmp_path / "cache")
-    code = (f"from sm120lab.upstream import vllm_wheel as vw\ntry:\n    vw.load_cache(vw.Path({str(folder)!r}))\n"
+    code = (f"from sm120lab.moe import vllm_wheel as vw\ntry:\n    vw.load_cache(vw.Path({str(folder)!r}))\n"
             "except vw.VllmWheelError as e:\n    print('ERR', e)")
     out = _in_fresh_python(code).stdout.strip().splitlines()
     assert len(out) == 1 and "does not load on this machine" in out[0] and f"torch {TORCH_RELEASE}" in out[0]

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = s.add_parser("vllm-cache", help="vLLM's own Marlin MoE path from a wheel, for machines without vLLM",
                      description="Extract vLLM's Python and its two op extensions from a real vLLM wheel into a "
                                  "hash-checked cache that `check --backend vllm-marlin` and `bench moe` run from "
-                                 "where `import vllm` fails (sm120lab.upstream.vllm_wheel).")
+                                 "where `import vllm` fails (sm120lab.moe.vllm_wheel).")
     v.add_argument("version", help="the vLLM release, e.g. 0.26.0 (its wheel pins the torch it runs with)")
     v.add_argument("--wheel", help="a local vLLM .whl (default: pip download it from the index this machine reaches)")
     v.add_argument("--dest", help="cache folder (default: $SM120LAB_VLLM_CACHE or <cache>/vllm-wheel)")
@@ -102,7 +102,7 @@ def run_vllm_cache(args: argparse.Namespace) -> int:
 
     from packaging.version import InvalidVersion, Version
 
-    from ..upstream import vllm_wheel
+    from ..moe import vllm_wheel
 
     try:
         Version(args.version)

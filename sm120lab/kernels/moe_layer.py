@@ -125,7 +125,9 @@ def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, nu
     """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots)."""
     e, _, k = w.shape
     kw = k // 8
-    bkw = min(cfg.BLOCK_KW, kw)
+    # the K tile: a power of two (tl.arange) that divides the row's words (the activation loads are
+    # unmasked); min(BLOCK_KW, kw) alone gave 48 at H=384 (kw=48), which does not compile
+    bkw = 1 << (min(cfg.BLOCK_KW, kw).bit_length() - 1)
     while kw % bkw:
         bkw //= 2
     per_prog = cfg.BLOCK_N // 2 if fuse_silu else cfg.BLOCK_N

@@ -103,7 +103,7 @@ class VllmMarlin(AdapterBackend):
     """vLLM's Marlin NVFP4 MoE (W4A16), the kernel SM120 owners serve with (``--moe-backend marlin``).
 
     Runs from the installed vLLM, or, where ``import vllm`` fails, from a vLLM wheel cache
-    (:mod:`sm120lab.upstream.vllm_wheel`: the wheel's own Python and compiled ops, unchanged).
+    (:mod:`sm120lab.moe.vllm_wheel`: the wheel's own Python and compiled ops, unchanged).
     vLLM's defaults throughout: ``fused_marlin_moe`` picks its block size, zeroes a new workspace
     per call and reduces in fp32.
     """
@@ -117,13 +117,13 @@ class VllmMarlin(AdapterBackend):
                   "vllm.marlin.experts_global_scale1", "vllm.marlin.topk_weights_fp32"))
 
     def skip_reason(self, device) -> str | None:
-        from sm120lab.upstream.vllm_wheel import available
+        from sm120lab.moe.vllm_wheel import available
 
         reason = self.needs.skip_reason(device) or available()
         return None if reason is None else f"{reason} (adapter {UNVERIFIED})"
 
     def runtime(self):
-        from sm120lab.upstream.vllm_wheel import marlin_runtime
+        from sm120lab.moe.vllm_wheel import marlin_runtime
 
         return marlin_runtime()
 
@@ -169,7 +169,7 @@ class VllmMarlin(AdapterBackend):
         return {**self.runtime().notes(), **self.api_notes()}
 
     def installed(self) -> str | None:
-        from sm120lab.upstream.vllm_wheel import _RUNTIME
+        from sm120lab.moe.vllm_wheel import _RUNTIME
 
         return _RUNTIME.version if _RUNTIME is not None else super().installed()
 

@@ -109,8 +109,6 @@ def wheel_identity(wheel: Path) -> tuple[str, str, str | None]:
     """
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-    from .wheelsrc import exact_pins, parse_metadata
-
     try:
         name, version, _, _ = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename:
@@ -130,8 +128,26 @@ def wheel_identity(wheel: Path) -> tuple[str, str, str | None]:
     if canonicalize_name(meta_dist) != "vllm" or meta_version != str(version):
         raise VllmWheelError(f"wheel: {wheel.name}'s METADATA says {meta_dist} {meta_version}, "
                              f"its file name says vllm {version}")
-    pin = exact_pins(parse_metadata(text).requires_dist).get("torch") or ""
-    return "vllm", str(version), (pin[2:] if pin.startswith("==") and "," not in pin else None)
+    return "vllm", str(version), _torch_pin(head.get_all("Requires-Dist") or [])
+
+
+def _torch_pin(requires_dist: list[str]) -> str | None:
+    """The exact ``torch==X`` a default install of the wheel takes (markers evaluated for Linux x86_64), or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = {"sys_platform": "linux", "platform_machine": "x86_64", "platform_system": "Linux",
+           "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+    for raw in requires_dist:
+        try:
+            req = Requirement(str(raw))
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != "torch" or (req.marker is not None and not req.marker.evaluate(env)):
+            continue
+        exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+        return exact[0] if len(exact) == 1 and len(req.specifier) == 1 else None
+    return None
 
 
 def download_wheel(version: str, dest: Path) -> Path:
