@@ -55,7 +55,7 @@ def real_target(path: str | os.PathLike) -> Path:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "expected a file path, but its symbolic links loop", str(given)) from None
-        raise
+        return target  # a parent that is a file, no permission...: the write itself reports it
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         err = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
