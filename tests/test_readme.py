@@ -260,9 +260,17 @@ def test_kernel_row_reads_the_newest_bench_file_it_names():
     assert f"on an {s['gpu']}" in row
     assert f"{s['us_T1']:.0f} us per MoE layer at T=1 ({s['vs_bf16_T1']:.2f}x" in row
     assert f"{s['vs_bf16_Tmax']:.2f}x at T={s['Tmax']}" in row
-    peer = s["vs_peer"]
-    assert f"production peer (triton_kernels `matmul_ogs`, bf16 x MXFP4) {peer[1]:.2f}x at T=1 and " \
-           f"{peer[s['Tmax']]:.2f}x at T={s['Tmax']}" in row
+    peer, marlin = s["vs_peer"], s["vs_marlin"]
+    assert peer or marlin, "the kernel row's bench file has neither Marlin nor peer rows"
+    if marlin:  # vLLM's Marlin, the kernel SM120 owners serve with
+        assert f"Marlin time / ours) {marlin[1]:.2f}x at T=1 and {marlin[s['Tmax']]:.2f}x at T={s['Tmax']}" in row
+        ahead = [t for t, v in marlin.items() if v > 1.0]
+        assert f"ahead at T={min(ahead)}-{max(ahead)}" in row and ahead == sorted(ahead)
+        behind = [t for t, v in marlin.items() if v <= 1.0]
+        assert all(f"T={t}" in row for t in behind) and f"({marlin[behind[0]]:.2f}x)" in row
+    if peer:
+        assert f"production peer (triton_kernels `matmul_ogs`, bf16 x MXFP4) {peer[1]:.2f}x at T=1 and " \
+               f"{peer[s['Tmax']]:.2f}x at T={s['Tmax']}" in row
     pct = s["pct_copy_bw"]
     t_best = max(pct, key=pct.get)
     assert f"{pct[1]:.1f}% of the measured {s['copy_GBps']:,.0f} GB/s copy bandwidth at T=1" in row
