@@ -1,4 +1,4 @@
-"""sm120lab.bench.ncu on the recorded H200 reports (data/bench/aux/ncu_h200_2026-12-04/)."""
+"""sm120lab.bench.ncu on the recorded H200 reports (data/profiles/ncu_h200_2026-12-04/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from sm120lab.bench import ncu
 from sm120lab.paths import data_dir
 
-AUX = data_dir() / "bench" / "aux" / "ncu_h200_2026-12-04"
+AUX = data_dir() / "profiles" / "ncu_h200_2026-12-04"
 MODELS = ("qwen3.5-397b-a17b", "gpt-oss-120b")
 
 

@@ -23,6 +23,7 @@
 
 # %%
 import matplotlib.pyplot as plt
+from IPython.display import display
 
 from sm120lab.moe import lesson, make_moe_problem
 from sm120lab.moe.backends import all_backends
@@ -187,6 +188,27 @@ print(lesson.quantizer_gpu_text(gpu_diffs, run_on))
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(lesson.recorded_gpu_runs_text())
+
+# %% [markdown]
+# ## 8. vLLM's Marlin, the kernel SM120 owners serve with, through the same harness
+#
+# The guide tells SM120 owners to serve with `--moe-backend marlin` and to check it with
+# `sm120lab check --backend vllm-marlin`. That command ran on the H200 with vLLM 0.26.0's own Marlin
+# MoE (its Python and compiled ops read from the real wheel by `sm120lab upstream vllm-cache`;
+# `scripts/h200_marlin.py`) at every model preset for T = 4, 64, 256, and at tiny and small with every
+# planted fault in the same run. Shown from `data/correctness/marlin_h200_*/` (recorded, not this run's
+# measurement). `rel / limit` is Marlin's error over the envelope's W4A16 correct limit on the same
+# problem; `faults garbage` counts the planted faults judged garbage (`fault-act-block-32` breaks W4A4
+# activations only, so on this W4A16 problem the envelope rightly calls it correct).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+marlin_dir, marlin_runs = lesson.recorded_marlin()
+if marlin_runs is None:
+    print("no recorded Marlin run in data/correctness/")
+else:
+    print(lesson.marlin_envelope_text(marlin_dir, marlin_runs))
+    display(marlin_runs.round(4))
 
 # %%
 _ = results.record("03_grouped_gemm_correctness", lesson.results_record(result, run_on, demo, gpu_diffs))
