@@ -133,3 +133,32 @@ def test_seed_table_names_every_basis_above_its_columns(seed, gpus):
         short = lesson.OTHER_COLUMNS[plan]
         assert f"  ceiling {short}, % {short}: {label}" in text
     assert " 46-49 " in text and "midpoint" in text
+
+
+def test_like_for_like_feeds_one_model_both_kernels_and_calibrates_on_marlins_published_range():
+    """Notebook 04's prediction: the model applied to ours and to vLLM's Marlin from the same H200 run, both
+    scaled by Marlin's published / modelled ratio; ours calibrated = published x model(ours) / model(Marlin)."""
+    from sm120lab import recommend
+    from sm120lab.roofline.published import load_published
+
+    cfg, gpus = get_model("qwen3.5-397b-a17b"), load_gpus()
+    guide = recommend.answer("rtx-pro-6000")
+    pub = lesson.published_vs_ceiling(load_published(), gpus, guide_basis(), weight_format="nvfp4",
+                                      context=2048, routing="uniform")
+    seed = lesson.seed_rows(pub)
+    f_ours, ours = lesson.recorded_kernel_efficiency(cfg, gpus["h200"])
+    f_marlin, marlin = lesson.recorded_kernel_efficiency(cfg, gpus["h200"], prefix="vllm-marlin")
+    assert f_ours == f_marlin and marlin[1]["contender"] == "vllm-marlin" and ours[1]["contender"] == "triton-w4a16"
+    lfl = lesson.like_for_like(lesson.guide_prediction(guide, gpus["rtx-pro-6000"], ours),
+                               lesson.guide_prediction(guide, gpus["rtx-pro-6000"], marlin), seed)
+    r = lfl[1]
+    lo, hi = r["marlin_published"]
+    assert (lo, hi) == (46.0, 49.0)
+    for c, published, calibrated in zip(r["c"], (lo, hi), r["ours_calibrated"]):
+        assert c * r["marlin_model"] == pytest.approx(published)
+        assert calibrated == pytest.approx(published * r["ours_model"] / r["marlin_model"])
+    # the faster layer predicts more tok/s, by less than the layer-time ratio (the rest of the model is shared)
+    layer_ratio = marlin[1]["us_median"] / ours[1]["us_median"]
+    assert 1.0 < r["model_ratio"] < layer_ratio
+    text = lesson.like_for_like_text(lfl, ours, marlin)
+    assert "PREDICTION, unverified on SM120 hardware" in text and "46-49" in text

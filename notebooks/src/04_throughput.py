@@ -60,12 +60,17 @@ newest, efficiency = lesson.recorded_kernel_efficiency(cfg, gpu_specs["h200"])  
 # checkpoint's own FP4/16-bit split and the cited PCIe all-reduce latency; every headline below uses it.
 guide = recommend.answer(guide_gpu)
 prediction = lesson.guide_prediction(guide, gpu_specs[guide_gpu], efficiency)
+# like for like: the same model fed vLLM's Marlin's layer times from the same H200 run, calibrated on its
+# published number (section 7)
+_, marlin_efficiency = lesson.recorded_kernel_efficiency(cfg, gpu_specs["h200"], prefix="vllm-marlin")
+marlin_prediction = lesson.guide_prediction(guide, gpu_specs[guide_gpu], marlin_efficiency)
+lfl = lesson.like_for_like(prediction, marlin_prediction, seed)
 # Measure here: a short sweep on this machine's GPU, written into this run's folder (never into data/).
 sweep_path = lesson.live_sweep_path(results.results_dir())
 live, live_why = lesson.live_sweep(sweep_path, model=model, enabled=bool(measure))
 box = [answer.Answer(*row) for row in lesson.headline_rows(
     guide, guide_gpu, seed, seed_ceiling, cfg, weight_format=weight_format, context=context_len, live=live,
-    live_why=live_why, live_file=sweep_path.name, prediction=prediction, efficiency=efficiency)]
+    live_why=live_why, live_file=sweep_path.name, prediction=prediction, efficiency=efficiency, lfl=lfl)]
 answer.show(box)
 _ = answer.record(box, "04_throughput")
 
@@ -217,10 +222,16 @@ plt.show()
 # model is never at its ceiling), and SM120's GDDR7 and smaller shared memory may change the
 # fraction. At TP2 each GPU holds half of every expert, a smaller problem than the one measured.
 # Set beside it Marlin's recorded share of the same ceiling (the guide's).
+#
+# That sets a model's prediction for ours against Marlin's measurement. Like for like: the newest
+# recorded run timed vLLM's own Marlin MoE on the same weights and routings, so the same model is fed
+# both kernels' layer times, and Marlin's published number calibrates it (`lesson.like_for_like`).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(lesson.prediction_text(prediction, efficiency, seed, gpu_specs["h200"]))
+print()
+print(lesson.like_for_like_text(lfl, efficiency, marlin_efficiency))
 
 # %% [markdown]
 # ## 8. What the gap means

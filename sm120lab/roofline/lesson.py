@@ -225,7 +225,7 @@ def kernel_efficiency(bench_file: Path, *, tokens: int, gpu: GPUSpec, prefix: st
 
 
 def recorded_kernel_efficiency(model: ModelConfig, gpu: GPUSpec, *, tokens: Iterable[int] = (1, 4),
-                               files: list[Path] | None = None) -> tuple[Path | None, dict]:
+                               files: list[Path] | None = None, prefix: str = "triton") -> tuple[Path | None, dict]:
     """The newest recorded MoE-layer sweep of ``model`` (:func:`newest_bench_file`) and, per T in ``tokens``,
     the fraction of its datasheet-bandwidth floor the fastest Triton layer reached there,
     ``eta = floor_us(T) / us_median(T)`` (:func:`kernel_efficiency`).
@@ -235,6 +235,7 @@ def recorded_kernel_efficiency(model: ModelConfig, gpu: GPUSpec, *, tokens: Iter
         gpu: the GPU the sweeps ran on (its datasheet bandwidth sets the floor).
         tokens: the T values (concurrent users) to read.
         files: the bench files to choose from (default: ``data/bench/moe_*.json``).
+        prefix: the contenders that count (``"triton"``: ours; ``"vllm-marlin"``: vLLM's Marlin).
 
     Returns:
         ``(file, {T: efficiency dict or None})``; ``(None, {})`` when no sweep is recorded for the model.
@@ -244,7 +245,7 @@ def recorded_kernel_efficiency(model: ModelConfig, gpu: GPUSpec, *, tokens: Iter
     newest = newest_bench_file(bench_files() if files is None else files, model=model.name)
     if newest is None:
         return None, {}
-    return newest, {T: kernel_efficiency(newest, tokens=T, gpu=gpu) for T in tokens}
+    return newest, {T: kernel_efficiency(newest, tokens=T, gpu=gpu, prefix=prefix) for T in tokens}
 
 
 def predict_with_kernel(model: ModelConfig, spec: GPUSpec, plan: Precision, eta: float, *, tp: int, pp: int,
@@ -814,8 +815,64 @@ def guide_prediction(guide, spec: GPUSpec, efficiency: dict) -> dict:
             for T, eff in efficiency.items() if eff}
 
 
+def like_for_like(prediction: dict, marlin_prediction: dict, seed) -> dict:
+    """The same tok/s model (:func:`predict_with_kernel`) fed ours' and Marlin's measured layer times (the
+    same H200 run), calibrated on Marlin's published per-user tok/s at the same users (the seed report):
+
+        c = published Marlin / model(Marlin)       (a range: the report's low and high)
+        ours, calibrated = c x model(ours)
+
+    Returns:
+        ``{T: {"ours_model", "marlin_model", "marlin_published": (lo, hi), "c": (lo, hi),
+        "ours_calibrated": (lo, hi), "model_ratio"}}`` for each T both predictions and a published Marlin
+        row have; ``model_ratio`` = model(ours) / model(Marlin).
+    """
+    out = {}
+    for T, p in prediction.items():
+        m = marlin_prediction.get(T)
+        try:
+            lo, hi = seed_value(seed, "Marlin", T, "tok_s_low"), seed_value(seed, "Marlin", T, "tok_s_high")
+        except ValueError:
+            continue
+        if m is None:
+            continue
+        c = (lo / m["predicted_tok_s"], hi / m["predicted_tok_s"])
+        out[T] = {"ours_model": p["predicted_tok_s"], "marlin_model": m["predicted_tok_s"], "marlin_published": (lo, hi),
+                  "c": c, "ours_calibrated": (c[0] * p["predicted_tok_s"], c[1] * p["predicted_tok_s"]),
+                  "model_ratio": p["predicted_tok_s"] / m["predicted_tok_s"]}
+    return out
+
+
+def _span(lo: float, hi: float, fmt: str) -> str:
+    """``lo-hi`` formatted with ``fmt``, or one number when both print the same."""
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a}-{b}"
+
+
+def like_for_like_text(lfl: dict, efficiency: dict, marlin_efficiency: dict) -> str:
+    """Section 7's like-for-like lines: per T, both measured layers' share of their floor, the model's tok/s for
+    each, the calibration factor from Marlin's published number and ours calibrated by it."""
+    if not lfl:
+        return "no recorded run with both ours and vLLM's Marlin: no like-for-like prediction"
+    lines = []
+    for T, r in lfl.items():
+        e, m = efficiency[T], marlin_efficiency[T]
+        lo, hi = r["marlin_published"]
+        lines.append(f"{T} user{'s' if T > 1 else ''}: measured on the H200 ({e['file']}): ours {e['us_median']:.1f} us "
+                     f"({100 * e['eta']:.0f}% of its floor), vLLM's Marlin {m['us_median']:.1f} us ({100 * m['eta']:.0f}%)")
+        lines.append(f"   the model: ours {r['ours_model']:.0f} tok/s, Marlin {r['marlin_model']:.0f} tok/s "
+                     f"(ours / Marlin {r['model_ratio']:.2f}x); Marlin published {_span(lo, hi, 'g')} tok/s, so the "
+                     f"model overstates Marlin by {_span(1 / r['c'][1], 1 / r['c'][0], '.2f')}x (what it leaves out: attention, "
+                     f"the dense layers, the sampler and the engine, each off its ceiling)")
+        lines.append(f"   ours with the same calibration: {_span(*r['ours_calibrated'], '.0f')} "
+                     f"tok/s per user (a PREDICTION, unverified on SM120 hardware; it assumes the H200 layer times' "
+                     f"ratio carries over to SM120)")
+    return "\n".join(lines)
+
+
 def headline_rows(guide, guide_gpu: str, seed, seed_ceiling, model: ModelConfig, *, weight_format: str, context: int,
-                  live, live_why: str, live_file: str, prediction: dict, efficiency: dict) -> list[tuple[str, ...]]:
+                  live, live_why: str, live_file: str, prediction: dict, efficiency: dict,
+                  lfl: dict | None = None) -> list[tuple[str, ...]]:
     """Notebook 04's verdict box as ``(claim, value, status, why)`` rows (status: a
     :class:`sm120lab.runs.answer.Status` value): the guide's do-this line, its decode ceiling for its own
     setup, the seed's backends as shares of that ceiling, whether the model fits at 64 users, this
@@ -851,7 +908,16 @@ def headline_rows(guide, guide_gpu: str, seed, seed_ceiling, model: ModelConfig,
     else:
         rows.append((f"one {model.name} MoE layer measured on this machine", "not run", "not_run",
                      f"{live_why}; the recorded H200 sweep is shown in section 6, not recorded as this run's"))
-    if prediction:
+    if lfl and 1 in lfl:
+        r = lfl[1]
+        lo, hi = r["marlin_published"]
+        rows.append((f"prediction: {setup_name} with this project's Triton MoE kernel",
+                     f"{_span(*r['ours_calibrated'], '.0f')} tok/s (Marlin published {_span(lo, hi, 'g')})",
+                     "info",
+                     f"PREDICTION, unverified on SM120 hardware: one model fed both kernels' H200 layer times "
+                     f"({efficiency[1]['file']}) gives ours {r['ours_model']:.0f} and Marlin {r['marlin_model']:.0f} tok/s "
+                     f"({r['model_ratio']:.2f}x); scaled by Marlin's published / modelled ratio"))
+    elif prediction:
         p1, e1 = prediction[1], efficiency[1]
         rows.append((f"prediction: {setup_name} with this project's Triton MoE kernel",
                      f"{p1['predicted_tok_s']:.0f} tok/s = {p1['pct_of_ceiling']:.0f}% of the ceiling "
