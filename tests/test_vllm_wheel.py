@@ -268,3 +268,14 @@ def test_the_adapter_repacks_once_per_problem_and_passes_vllms_defaults(monkeypa
     m.run(make_moe_problem("tiny", tokens=8, seed=4, device="cpu"),
           torch.empty((8, p.config.H), dtype=torch.bfloat16))
     assert len(calls["prepare"]) == 2
+
+
+def test_a_vllm_whose_ops_differ_is_one_line(monkeypatch):
+    """Another vLLM release whose extensions lack an op the Marlin path calls: refused, naming the op."""
+    monkeypatch.setattr(vw, "REQUIRED_OPS", {"_sm120lab_no_such_ns": ("moe_wna16_marlin_gemm",)})
+    with pytest.raises(vw.VllmWheelError, match=r"torch\.ops\._sm120lab_no_such_ns\.moe_wna16_marlin_gemm is not "
+                                                r"registered") as err:
+        vw._op_schemas()
+    assert "\n" not in str(err.value)
+    monkeypatch.setattr(vw, "REQUIRED_OPS", {"aten": ("add",)})  # a registered op: its schema is recorded
+    assert vw._op_schemas()["aten.add"].startswith("aten::add")
