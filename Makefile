@@ -3,6 +3,8 @@
 #   make test       lint + unit tests + nbval over every notebook, offline (reads data/ and the caches)
 #   make test-full  the same plus the tests marked network (real PyPI wheels) and slow
 #   make lab        JupyterLab over the same venv
+#   make fresh-seeds  the seed-dependent tests at fresh seeds, then a false-alarm sweep at a fresh seed,
+#                   recorded under data/correctness/fresh_seeds/ (make test itself uses fixed seeds)
 # Each creates .venv (if missing) and installs the pinned environment first.
 #
 # GPU workstation with torch/triton already installed: reuse them instead of the CPU pins with
@@ -22,7 +24,7 @@ LAB_ARGS    ?=
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.sm120lab-installed
 
-.PHONY: run test test-full setup lab lint clean-venv notebooks notebook
+.PHONY: run test test-full fresh-seeds setup lab lint clean-venv notebooks notebook
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -52,6 +54,25 @@ test: $(STAMP) lint
 
 test-full: $(STAMP) lint
 	$(VPY) -m pytest $(PYTEST_ARGS) tests --nbval-lax notebooks
+
+# Fresh seeds (notes/correctness.md, "Deterministic CI"): make test draws every seed from the test's id, so
+# it gives the same answer on every run. This target is the separate check at new seeds, run before each
+# stop: the seed-dependent tests with SM120LAB_FRESH_SEEDS=1 (each failing test prints its SM120LAB_SEED),
+# then `sm120lab check --sweep` at a fresh first seed, written with its command and environment to
+# data/correctness/fresh_seeds/sweep_<UTC date>_seed<first seed>.json. Any failure becomes a fixed-seed test.
+FRESH_N       ?= 50
+FRESH_PRESETS ?= tiny,small
+FRESH_DEVICE  ?= cpu
+FRESH_TESTS   ?= tests/test_moe_sweep.py tests/test_moe_verdict_properties.py tests/test_moe_harness.py
+
+fresh-seeds: $(STAMP)
+	SM120LAB_FRESH_SEEDS=1 PIP_NO_INDEX=1 $(VPY) -m pytest -m "$(TEST_MARKS)" -q -ra $(FRESH_TESTS); \
+	tests=$$?; \
+	seed=$$($(VPY) -c "import os; print(int.from_bytes(os.urandom(4), 'little') & 0x7FFFFFFF)"); \
+	$(VENV)/bin/sm120lab check --sweep $(FRESH_N) --preset $(FRESH_PRESETS) --routing all --seed $$seed \
+	  --device $(FRESH_DEVICE) --json data/correctness/fresh_seeds/sweep_$$(date -u +%Y-%m-%d)_seed$$seed.json; \
+	sweep=$$?; \
+	test $$tests -eq 0 && test $$sweep -eq 0
 
 # JupyterLab over the same venv (pinned in constraints.txt); opens notebooks/. As root (GPU
 # containers) it adds --allow-root; extra flags pass through: make lab LAB_ARGS="--no-browser --port 8899".

@@ -1,7 +1,8 @@
 """False alarms and gates: correct-but-different backends are never garbage, planted faults always are
 (caught and localized to experts and tokens), and ``sm120lab check`` fails when something it judges
 crashed or never ran. The full sweep (>= 100 problems per preset x routing family) is recorded in
-data/correctness/false_alarm_sweep.json; CI runs 48 tiny problems of it with fresh seeds."""
+data/correctness/false_alarm_sweep.json; CI runs 48 tiny problems of it at a fixed seed (tests/conftest.py);
+``make fresh-seeds`` runs it at fresh ones."""
 
 import json
 
@@ -22,7 +23,8 @@ CI_PROBLEMS_PER_FAMILY = 8
 
 
 def test_false_alarm_sweep_tiny(seed):
-    """Fresh tiny problems: 0 false garbage, every planted fault caught and localized."""
+    """48 tiny problems (fixed seeds in CI, fresh under SM120LAB_FRESH_SEEDS=1): 0 false garbage, every planted
+    fault caught and localized."""
     record = false_alarm_sweep(("tiny",), FAMILIES, CI_PROBLEMS_PER_FAMILY, seed)
     tot = record["totals"]
     assert tot["problems"] == len(FAMILIES) * CI_PROBLEMS_PER_FAMILY
