@@ -2,6 +2,7 @@
 
     sm120lab recommend                                  # RTX PRO 6000, the seed's setup, newest vLLM
     sm120lab recommend --vllm 0.17.0                    # the same, for the vLLM release you run
+    sm120lab recommend --vllm 0.34.0                    # its pinned FlashInfer unread: marked, nearest release read
     sm120lab recommend --gpu auto                       # this machine (GPU, driver, CUDA, packages)
     sm120lab recommend --gpu rtx-5090 --model qwen3-next-80b-a3b --tp 4 --pp 1 --users 4
     sm120lab recommend --gpu dgx-spark --json guide.json
@@ -28,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel size (default 2)")
     p.add_argument("--users", type=int, default=None, help="concurrent users (default 1)")
     p.add_argument("--vllm", default=None, metavar="VERSION",
-                   help="the vLLM release to answer for (default: the newest recorded in data/upstream)")
+                   help="the vLLM release to answer for (default: the newest recorded release whose vLLM, "
+                        "FlashInfer and torch facts were all read from their wheels, in data/upstream; a release "
+                        "whose pinned FlashInfer was not read answers with those facts marked unread)")
     p.add_argument("--topic", action="append", default=None,
                    help="only these topics (repeatable): archflags, versions, backend, patches, env, throughput, "
                         "verify, backends")

@@ -327,7 +327,8 @@ def guide(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None, 
             the items they cover to ``sm120-run``.
         model, tp, pp, users: the setup; defaults are the GPU's default setup
             (:func:`~sm120lab.recommend.setup.resolve_setup`, shared with ``sm120lab roofline``).
-        vllm: the vLLM release to answer for (default: the newest recorded in ``data/upstream``);
+        vllm: the vLLM release to answer for (default: the newest recorded in ``data/upstream`` whose vLLM,
+            FlashInfer and torch facts were all read from their wheels);
             every item then speaks of that release and the FlashInfer and torch it pins, and an
             item whose flag or variable the release lacks is left out.
         rules_path: another rules file (tests).

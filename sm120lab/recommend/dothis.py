@@ -2,9 +2,13 @@
 
 Every value in it is read from recorded data, never typed in:
 
-- versions: the chosen vLLM release (default: the newest recorded, :mod:`sm120lab.upstream`) and the
-  FlashInfer and torch releases its wheel pins exactly (``Requires-Dist``), so the install line
-  is a set pip accepts (``upstream.check_install`` proves it offline on the recorded metadata);
+- versions: the chosen vLLM release (default: the newest recorded release whose vLLM, FlashInfer and
+  torch facts were all read from their wheels, :func:`default_release`; the block says so in one
+  sentence, :func:`release_reason`) and the FlashInfer and torch releases its wheel pins exactly
+  (``Requires-Dist``), so the install line is a set pip accepts (``upstream.check_install`` proves it
+  offline on the recorded metadata); a release asked for whose pinned FlashInfer wheel was not read
+  still answers: its FlashInfer facts are marked unread and taken from the nearest release read
+  (:func:`unread_pins`, :func:`nearest_read`);
 - the MoE backend: among the ``--moe-backend`` choices the release offers whose own support check
   does not reject capability 12.x, the one with the fastest published per-user decode rate that
   came with correct output on the same SM (``data/published/tok_s.csv``, concurrency nearest to
@@ -54,6 +58,17 @@ class Export:
     value: str
     why: str
     read_by: str  # the package whose recorded env vars hold the name
+    read_from: str = ""  # the version of read_by whose record gave the value, when not the pinned one (unread)
+
+
+@dataclass
+class Unread:
+    """A release the chosen vLLM pins whose facts were not read from its wheel (no record in data/upstream)."""
+
+    dist: str
+    version: str | None  # the exact pin, None when the release pins no exact version
+    why: str  # why it is unread: what was observed, where and when
+    nearest: str | None  # the nearest recorded release of ``dist`` whose facts stand in, marked so
 
 
 @dataclass
@@ -87,22 +102,28 @@ class DoThis:
     expect: list[Expectation]
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    release_why: str = ""  # one sentence: why this vLLM release (:func:`release_reason`)
+    unread: list[Unread] = field(default_factory=list)
 
     @property
     def serve_line(self) -> str:
         return shlex.join(self.serve)
 
     def lines(self) -> list[tuple[str, str]]:
-        """``(label, command)`` in reading order: the commands to copy, each one whole line."""
+        """``(label, command)`` in reading order: the commands to copy, each one whole line (an export whose
+        value stands in for an unread FlashInfer carries a shell comment saying so)."""
         out = [("install", self.install)]
-        out += [("export", f"export {e.name}={shlex.quote(e.value)}") for e in self.exports]
+        out += [("export", f"export {e.name}={shlex.quote(e.value)}"
+                 + (f"  # unread for {e.read_by} {self.flashinfer}: {e.read_by} {e.read_from}'s value"
+                    if e.read_from else "")) for e in self.exports]
         out += [("serve", self.serve_line), ("patch", self.patch), ("verify", self.verify)]
         return out
 
     def reasons(self) -> list[tuple[str, str, str]]:
         """``(label, text, source)`` behind the commands, in reading order (``source`` only for expectations;
         an empty label for notes)."""
-        out = [("backend", self.moe_backend_why, "")]
+        out = [("release", self.release_why, "")] if self.release_why else []
+        out += [("backend", self.moe_backend_why, "")]
         out += [(e.name, e.why, "") for e in self.exports]
         out += [("patch", self.patch_why, ""), ("memory", self.fit.describe(), "")]
         out += [(f"expect, {x.what}", x.value, x.source) for x in self.expect]
@@ -117,7 +138,10 @@ class DoThis:
             "versions": {"vllm": self.vllm, "flashinfer-python": self.flashinfer, "torch": self.torch,
                          "cuda": self.cuda},
             "install": self.install,
-            "exports": [{"name": e.name, "value": e.value, "why": e.why, "read_by": e.read_by} for e in self.exports],
+            "exports": [{"name": e.name, "value": e.value, "why": e.why, "read_by": e.read_by,
+                         "read_from": e.read_from or None} for e in self.exports],
+            "release_why": self.release_why,
+            "unread": [{"dist": u.dist, "version": u.version, "why": u.why, "nearest": u.nearest} for u in self.unread],
             "serve": self.serve, "serve_line": self.serve_line,
             "moe_backend": self.moe_backend, "moe_backend_why": self.moe_backend_why,
             "patch": self.patch, "patch_why": self.patch_why, "verify": self.verify,
@@ -336,18 +360,110 @@ def install_note(version: str) -> str:
     return f"Install line: {reason(doc)}."
 
 
+#: the releases whose facts the block reads besides vLLM's own: the FlashInfer and torch it pins exactly
+FACT_DISTS = ("flashinfer-python", "torch")
+
+
+def _why_unread(version: str, dist: str, pin: str) -> str:
+    """Why ``dist`` ``pin`` (pinned by vLLM ``version``) has no record: what was observed, where and when,
+    from the recorded full resolve or the record index (never a claim about an index not seen)."""
+    from .. import upstream
+    from ..upstream.full_resolve import load_resolve
+
+    doc = load_resolve(version)
+    if doc is not None and not doc["ok"] and str(doc.get("missing") or "").startswith(f"{dist}=={pin}"):
+        return (f"the full resolve of vLLM {version} on {doc['where']}, {doc['date_utc']}, found no distribution "
+                f"for {dist}=={pin}")
+    if any(u.dist == dist and u.version == pin for u in upstream.unavailable()):
+        return "the package index the records were read from did not serve it (`sm120lab upstream record-all`)"
+    return f"no record of it in data/upstream (`sm120lab upstream record {dist} {pin}`)"
+
+
+def unread_pins(version: str) -> list[Unread]:
+    """The FlashInfer and torch releases vLLM ``version`` pins whose facts were not read from their wheels
+    (no loadable record in data/upstream), each with why and the nearest release read (:func:`nearest_read`);
+    empty when vLLM's, FlashInfer's and torch's facts were all read.
+
+    Raises:
+        ValueError: vLLM ``version`` itself is not recorded.
+    """
+    from .. import upstream
+
+    rec = upstream.load("vllm", version)
+    out = []
+    for dist in FACT_DISTS:
+        pin = _pinned(rec, dist)
+        if pin is None:
+            out.append(Unread(dist, None, f"vLLM {version} pins no exact {dist} ({rec.pins.get(dist)!r})", None))
+        elif pin not in upstream.versions(dist):
+            out.append(Unread(dist, pin, _why_unread(version, dist, pin), nearest_read(dist, pin)))
+    return out
+
+
+def nearest_read(dist: str, version: str) -> str | None:
+    """The recorded release of ``dist`` nearest ``version``: the newest older one, else the oldest newer one
+    (None when none is recorded)."""
+    from packaging.version import Version
+
+    from .. import upstream
+
+    have = [v for v in upstream.versions(dist) if v != version]
+    older = [v for v in have if Version(v) < Version(version)]
+    newer = [v for v in have if Version(v) > Version(version)]
+    return older[-1] if older else (newer[0] if newer else None)
+
+
 def default_release() -> str:
-    """The newest recorded vLLM release whose pinned FlashInfer and torch can be installed (:func:`installable`)."""
+    """The newest recorded vLLM release whose vLLM, FlashInfer and torch facts were all read from their
+    wheels (:func:`unread_pins` empty)."""
     from .. import upstream
 
     for v in reversed(upstream.versions("vllm")):
-        if installable(v)[0]:
+        if not unread_pins(v):
             return v
-    raise ValueError("vllm: no recorded release has installable pins; record them with `sm120lab upstream record-all`")
+    raise ValueError("vllm: no recorded release has its pinned FlashInfer and torch recorded too; record them with "
+                     "`sm120lab upstream record-all`")
+
+
+def _unread_text(u: Unread) -> str:
+    if u.version is None:
+        return u.why
+    return f"{u.dist} {u.version}, whose wheel was not read ({u.why})"
+
+
+def release_reason(version: str, asked: bool = False) -> str:
+    """One sentence: why the block answers for vLLM ``version``, the default (:func:`default_release`, with
+    each newer recorded release it passed over and what of it was unread) or one asked for (``--vllm``,
+    with the facts of it that are unread and the nearest release they were read from)."""
+    from packaging.version import Version
+
+    from .. import upstream
+
+    rec = upstream.load("vllm", version)
+    fi, torch_v = _pinned(rec, "flashinfer-python") or "?", _pinned(rec, "torch") or "?"
+    all_read = "whose vLLM, FlashInfer and torch facts were all read from their wheels (data/upstream)"
+    unread = unread_pins(version)
+    if not asked:
+        newer = [v for v in upstream.versions("vllm") if Version(v) > Version(version)]
+        passed = [f"{v} pins {' and '.join(_unread_text(u) for u in unread_pins(v))}" for v in newer]
+        head = (f"vLLM {version} (FlashInfer {fi}, torch {torch_v}) is the newest recorded release {all_read}")
+        return head + (f"; the newer {'; '.join(passed)}." if passed else ".")
+    head = f"vLLM {version}, as asked (--vllm)"
+    default = default_release()
+    tail = "" if default == version else f"; the default is {default}, the newest recorded release {all_read}"
+    if not unread:
+        return f"{head}: its vLLM, FlashInfer ({fi}) and torch ({torch_v}) facts were all read from their wheels{tail}."
+    parts = []
+    for u in unread:
+        stand_in = (f", so the {u.dist} facts below are marked unread, each as read from {u.dist} {u.nearest}, "
+                    "the nearest release read" if u.nearest else f", and no {u.dist} release is recorded to stand in")
+        parts.append(_unread_text(u) + stand_in)
+    return f"{head}: its own facts are read from its wheel, but it pins {'; and '.join(parts)}{tail}."
 
 
 def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str | None = None) -> DoThis:
-    """The do-this block for ``gpu`` and ``setup`` with vLLM release ``vllm`` (default: newest recorded).
+    """The do-this block for ``gpu`` and ``setup`` with vLLM release ``vllm`` (default: :func:`default_release`;
+    one asked for whose pinned FlashInfer was not read answers with those facts marked unread).
 
     Raises:
         ValueError: an unknown GPU or an unrecorded vLLM release (``vllm: ...``, one line).
@@ -367,21 +483,18 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     problems: list[str] = []
     notes: list[str] = []
     ok, why_not = installable(version)
-    if not ok:
-        problems.append(why_not)
-    newest = upstream.newest("vllm")
-    notes.append(install_note(version))
-    if vllm is None and version != newest:
-        notes.append(f"vLLM {newest} is newer but did not install: {installable(newest)[1]}.")
+    if ok:
+        notes.append(install_note(version))
+    else:  # the install line's failure, as observed where it was observed (never PyPI's)
+        problems.append(f"Install line: {why_not}.")
+    unread = unread_pins(version)
+    release_why = release_reason(version, asked=vllm is not None)
     fi_v, torch_v = _pinned(rec, "flashinfer-python"), _pinned(rec, "torch")
     if fi_v is None:
         problems.append(f"vLLM {version} pins no exact flashinfer-python ({rec.pins.get('flashinfer-python')!r})")
-    fi_rec = None
-    if fi_v is not None:
-        try:
-            fi_rec = upstream.load("flashinfer-python", fi_v)
-        except ValueError as exc:
-            problems.append(str(exc))
+    fi_unread = next((u for u in unread if u.dist == "flashinfer-python"), None)
+    fi_from = fi_unread.nearest if fi_unread is not None else fi_v  # the FlashInfer whose facts the block reads
+    fi_rec = upstream.load("flashinfer-python", fi_from) if fi_from else None
     offered = {b.name: b for b in rec.moe_backends}
     if rec.moe_backend_flag and offered:
         name, why, _rows = choose_moe_backend(g, setup, offered)
@@ -395,11 +508,15 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     exports: list[Export] = []
     arch, case = _arch_list_value(fi_rec, g, CUDA_KNOWN_GOOD) if fi_rec else (None, "")
     if arch and not arch.startswith("error") and "FLASHINFER_CUDA_ARCH_LIST" in (fi_rec.env_vars or {}):
+        sm = "12.1" if g is GPU.DGX_SPARK else "12.0"
+        picks = (f"what FlashInfer {fi_v}'s own arch-list logic picks" if fi_unread is None else
+                 f"UNREAD for FlashInfer {fi_v} (its wheel was not read); this is what FlashInfer {fi_from}, the "
+                 "nearest release read, picks with its own arch-list logic")
         exports.append(Export(
             "FLASHINFER_CUDA_ARCH_LIST", arch,
-            f"what FlashInfer {fi_v}'s own arch-list logic picks for SM {'12.1' if g is GPU.DGX_SPARK else '12.0'} "
-            f"on CUDA {CUDA_KNOWN_GOOD} ({case}); set explicitly so a stale bare '12.0' (compute_{'121' if g is GPU.DGX_SPARK else '120'}, "
-            "no FP4 MMA) from an older recipe cannot win", "flashinfer-python"))
+            f"{picks} for SM {sm} on CUDA {CUDA_KNOWN_GOOD} ({case}); set explicitly so a stale bare '12.0' "
+            f"(compute_{sm.replace('.', '')}, no FP4 MMA) from an older recipe cannot win", "flashinfer-python",
+            read_from=fi_from if fi_unread is not None else ""))
 
     ckpt = checkpoint_of(setup.model)
     serve = ["vllm", "serve", ckpt]
@@ -419,14 +536,21 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
             continue
         serve += [flag] if value is None else [flag, value]
 
-    if name in STAGE_COUNT_BACKENDS and fi_v and _patch_covers(STAGE_COUNT_PATCH, fi_v):
+    if name in STAGE_COUNT_BACKENDS and not (fi_v and _patch_covers(STAGE_COUNT_PATCH, fi_v)):
+        patch = f"# no patch recorded for FlashInfer {fi_v or '?'}"
+        patch_why = (f"{name} runs FlashInfer's CUTLASS SM120 grouped GEMMs, whose shared-memory overflow the "
+                     f"{STAGE_COUNT_PATCH} patch fixes, but sm120lab has no patch spec for FlashInfer {fi_v or '?'}"
+                     + (" (its wheel was not read)." if fi_unread is not None else "."))
+    elif name in STAGE_COUNT_BACKENDS:
         aot = fi_rec is not None and fi_rec.jit_load_order.aot_before_jit
         patch = ("pip uninstall -y flashinfer-jit-cache && " if aot else "") + \
             "sm120lab patch apply --only fi-sm120-moe-stage-count --clear-jit-cache"
         patch_why = ("FlashInfer's SM120 CUTLASS grouped GEMM picks 3 pipeline stages for two tiles whose shared "
                      "storage then exceeds 101,376 B; the patch gives them 2 stages (sm120lab cutlass-smem)."
-                     + (f" FlashInfer {fi_v} loads an installed flashinfer-jit-cache module before any JIT build, "
-                        "so a patched source only takes effect without that package." if aot else ""))
+                     + (f" FlashInfer {fi_from} loads an installed flashinfer-jit-cache module before any JIT build, "
+                        "so a patched source only takes effect without that package"
+                        + (f" (UNREAD for FlashInfer {fi_v}: {fi_from} is the nearest release read)." if fi_unread
+                           else ".") if aot else ""))
     else:
         patch = "# no patch needed"
         patch_why = (f"{name} does not run FlashInfer's CUTLASS SM120 grouped GEMMs, whose shared-memory overflow "
@@ -457,7 +581,8 @@ def build(gpu: str | GPU = "rtx-pro-6000", setup: Setup | None = None, vllm: str
     return DoThis(gpu=g.value, product=product, setup=setup, fit=fit(g, setup), vllm=version,
                   flashinfer=fi_v or "?", torch=torch_v or "?", cuda=CUDA_KNOWN_GOOD, install=install,
                   exports=exports, serve=serve, moe_backend=name, moe_backend_why=why, patch=patch,
-                  patch_why=patch_why, verify=verify, expect=expect, notes=notes, problems=problems)
+                  patch_why=patch_why, verify=verify, expect=expect, notes=notes, problems=problems,
+                  release_why=release_why, unread=unread)
 
 
 def verify_evidence(model: str, adapters: tuple[str, ...]) -> list[str]:
@@ -506,7 +631,7 @@ def answer_block(gpu: str | GPU | None = None, machine: dict | None = None, vllm
     Args:
         gpu: the GPU to answer for; default: this machine's (``machine``, an envinfo record) when it
             is an SM120/SM121 GPU, else ``rtx-pro-6000`` (the seed report's).
-        vllm: the vLLM release (default: the newest recorded).
+        vllm: the vLLM release (default: :func:`default_release`).
 
     Returns:
         :class:`DoThis` for the GPU's default setup (``.to_html()``, ``.to_text()``, ``.to_markdown()``).

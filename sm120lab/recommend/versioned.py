@@ -1,6 +1,8 @@
 """The guide's facts that depend on the vLLM release: read from the upstream records, never typed.
 
-:func:`context` resolves the chosen vLLM release (default: the newest recorded), the FlashInfer and
+:func:`context` resolves the chosen vLLM release (default: the newest recorded whose vLLM, FlashInfer and
+torch facts were all read from their wheels; a pinned FlashInfer not read stands in as its nearest release
+read, every such fact marked unread), the FlashInfer and
 torch releases it pins, and the do-this block; :func:`version_facts` turns them into the ``{name}``
 fields the rules' ``why`` texts use; :func:`compute` answers the rules' ``compute:`` kinds that
 depend on the release (``install``, ``moe_backend``, ``avoid_backends``, ``arch_list``,
@@ -25,16 +27,24 @@ class Context:
     gpu: GPU
     setup: Setup
     vllm: object  # VllmRecord
-    flashinfer: object | None  # FlashInferRecord of the pinned release
+    flashinfer: object | None  # FlashInferRecord of the pinned release, or of the nearest one read (fi_unread)
     block: DoThis
+    fi_unread: bool = False  # the pinned FlashInfer's wheel was not read: ``flashinfer`` is the nearest release read
 
     @property
     def version(self) -> str:
         return self.vllm.version
 
+    @property
+    def fi_from(self) -> str | None:
+        """The FlashInfer release whose recorded facts the guide reads (None when none is recorded)."""
+        return getattr(self.flashinfer, "version", None)
+
 
 def context(gpu: GPU, setup: Setup, vllm: str | None = None) -> Context:
-    """The release context of the guide (module docstring).
+    """The release context of the guide (module docstring). A release whose pinned FlashInfer was not read
+    from its wheel still answers: ``flashinfer`` is then the nearest release read
+    (:func:`~sm120lab.recommend.dothis.nearest_read`) and every FlashInfer fact says it is unread.
 
     Raises:
         ValueError: ``vllm: ...`` for an unrecorded release.
@@ -43,14 +53,10 @@ def context(gpu: GPU, setup: Setup, vllm: str | None = None) -> Context:
 
     block = build(gpu, setup, vllm)
     rec = upstream.load("vllm", block.vllm)
-    try:
-        fi = upstream.load("flashinfer-python", block.flashinfer)
-    except ValueError:
-        from .dothis import default_release
-
-        why = block.problems[0] if block.problems else f"flashinfer-python {block.flashinfer} is not recorded"
-        raise ValueError(f"vllm: {why}; pick another --vllm (the newest installable is {default_release()})") from None
-    return Context(gpu, setup, rec, fi, block)
+    unread = next((u for u in block.unread if u.dist == "flashinfer-python"), None)
+    fi_from = block.flashinfer if unread is None else unread.nearest
+    fi = upstream.load("flashinfer-python", fi_from) if fi_from else None
+    return Context(gpu, setup, rec, fi, block, fi_unread=unread is not None)
 
 
 def record_path(dist: str, version: str) -> str:
@@ -86,30 +92,48 @@ def _arch(fi, cap: str, cuda: str, env: str | None = None) -> str:
 def version_facts(ctx: Context) -> dict[str, str]:
     """The ``{name}`` fields of the rules that depend on the release (module docstring)."""
     v, fi, b = ctx.vllm, ctx.flashinfer, ctx.block
+    fv = ctx.fi_from or b.flashinfer  # the FlashInfer whose facts are read (the pinned one unless unread)
+
+    def read(text: str) -> str:
+        """A FlashInfer fact as read, or marked unread with the release it was read from."""
+        if not ctx.fi_unread:
+            return text
+        if fi is None:
+            return f"unread (FlashInfer {b.flashinfer}'s wheel was not read, and no FlashInfer release is recorded)"
+        return f"unread ({text} in FlashInfer {fv}, the nearest release read)"
+
     out = {
         "vllm": v.version, "flashinfer": b.flashinfer, "torch": b.torch, "cuda": b.cuda,
         "vllm_record": record_path("vllm", v.version),
-        "fi_record": record_path("flashinfer-python", b.flashinfer),
+        "fi_record": record_path("flashinfer-python", fv) if fi is not None else record_path("vllm", v.version),
         "install": b.install, "moe_backend": b.moe_backend,
     }
     for cap, tag in (("12.0", "120"), ("12.1", "121")):
         for cuda in ("12.8", "12.9", "13.0"):
-            out[f"fi_arch_{tag}_{cuda.replace('.', '_')}"] = _arch(fi, cap, cuda)
-    out["fi_arch_120_bare"] = _arch(fi, "12.0", "13.0", "12.0")  # an explicit FLASHINFER_CUDA_ARCH_LIST=12.0
+            out[f"fi_arch_{tag}_{cuda.replace('.', '_')}"] = read(_arch(fi, cap, cuda))
+    out["fi_arch_120_bare"] = read(_arch(fi, "12.0", "13.0", "12.0"))  # an explicit FLASHINFER_CUDA_ARCH_LIST=12.0
     out["fi_arch_src"] = _url(fi, getattr(fi, "arch_list_anchor", None))
     out["fi_sm121_warning"] = _sm121_warning()
     jit = getattr(fi, "jit_load_order", None)
+    who = f"FlashInfer {fv}" + (", the nearest release read," if ctx.fi_unread else "")
     if jit is None or jit.aot_before_jit is None:
-        out["fi_aot"] = f"FlashInfer {b.flashinfer}: load order not recorded"
+        out["fi_aot"] = f"FlashInfer {fv}: load order not recorded"
     elif jit.aot_before_jit:
-        out["fi_aot"] = (f"FlashInfer {b.flashinfer} loads an installed flashinfer-jit-cache module before any JIT "
+        out["fi_aot"] = (f"{who} loads an installed flashinfer-jit-cache module before any JIT "
                          f"build ({_url(fi, jit.aot_anchor)}), so a patched source never takes effect while that "
                          "package is installed; clearing the JIT cache does not change that")
     else:
-        out["fi_aot"] = (f"FlashInfer {b.flashinfer} builds from source on first use and checks no AOT package first "
+        out["fi_aot"] = (f"{who} builds from source on first use and checks no AOT package first "
                          f"({_url(fi, jit.build_anchor)})")
-    out["fi_cache_key"] = (", ".join(jit.cache_dir_key) + f" ({_url(fi, jit.cache_dir_anchor)})"
-                           if jit is not None and jit.cache_dir_key else "not recorded")
+    if ctx.fi_unread:
+        out["fi_aot"] = (f"FlashInfer {b.flashinfer}'s load order is unread (its wheel was not read); "
+                         + (out["fi_aot"] if fi is not None else "no FlashInfer release is recorded"))
+    if jit is not None and jit.cache_dir_key:
+        keys, url = ", ".join(jit.cache_dir_key), _url(fi, jit.cache_dir_anchor)
+        out["fi_cache_key"] = (f"{keys} in FlashInfer {fv}, the nearest release read (unread for {b.flashinfer}; "
+                               f"{url})" if ctx.fi_unread else f"{keys} ({url})")
+    else:
+        out["fi_cache_key"] = read("not recorded")
     out["nvfp4_auto"] = " -> ".join(v.nvfp4_auto_order) or "not readable"
     out["nvfp4_auto_src"] = _url(v, v.nvfp4_auto_anchor)
     out["spawn_src"] = _fact(v, "spawn_when_cuda_initialized")
@@ -275,13 +299,16 @@ def compute(kind: str, ctx: Context) -> tuple[str, str]:
         ValueError: an unknown kind.
     """
     v, b = ctx.vllm, ctx.block
-    if kind == "install":
-        return b.install, ""
+    if kind == "install":  # a failed install line says so here too, as observed where it was observed
+        return b.install, " ".join(x for x in b.problems if x.startswith("Install line: "))
     if kind == "moe_backend":
         flag = f"--moe-backend {b.moe_backend}" if b.moe_backend != "auto" else "auto (no --moe-backend flag)"
         return flag, b.moe_backend_why
     if kind == "arch_list":
         ex = [e for e in b.exports if e.name == "FLASHINFER_CUDA_ARCH_LIST"]
+        if ex and ex[0].read_from:
+            return (f"{ex[0].value} (unread for FlashInfer {b.flashinfer}; FlashInfer {ex[0].read_from}'s value, "
+                    "the nearest release read)"), ""
         return (ex[0].value if ex else "leave unset"), ""
     if kind == "avoid_backends":
         bad = [m for m in v.moe_backends if m.sm12x.value == "rejects"]
@@ -316,9 +343,11 @@ def compute(kind: str, ctx: Context) -> tuple[str, str]:
         return "default", ""
     if kind == "jit_cache":
         jit = getattr(ctx.flashinfer, "jit_load_order", None)
+        mark = (f" (unread for FlashInfer {b.flashinfer}; as in FlashInfer {ctx.fi_from}, the nearest release read)"
+                if ctx.fi_unread and ctx.fi_from else "")
         if jit is not None and jit.aot_before_jit:
-            return "pip uninstall flashinfer-jit-cache before patching FlashInfer, then clear the JIT cache", ""
-        return "clear the JIT cache after patching FlashInfer (sm120lab patch apply --clear-jit-cache)", ""
+            return "pip uninstall flashinfer-jit-cache before patching FlashInfer, then clear the JIT cache" + mark, ""
+        return "clear the JIT cache after patching FlashInfer (sm120lab patch apply --clear-jit-cache)" + mark, ""
     raise ValueError(f"compute: unknown release-dependent kind {kind!r}")
 
 
