@@ -297,3 +297,16 @@ def test_every_adapter_the_guide_names_is_registered():
     names = set(backend_names())
     for backend, adapters in CHECK_ADAPTERS.items():
         assert set(adapters) <= names, (backend, adapters)
+
+
+@pytest.mark.parametrize("args", [["--gpu", "rtx-pro-6000"], ["--vllm", "0.34.0"]], ids=["default", "0.34.0"])
+def test_the_whole_answer_at_80_columns_never_speaks_for_pypi(args):
+    """`COLUMNS=80 sm120lab recommend ...`, block and every item: what the records observed was on the package
+    index the recording machine reached, so no sentence names PyPI."""
+    if args[0] == "--vllm" and args[1] not in upstream.versions("vllm"):
+        pytest.skip(f"vLLM {args[1]} not recorded")
+    r = subprocess.run([sys.executable, "-m", "sm120lab", "recommend", *args], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "pypi" not in r.stdout.lower()
+    assert "release: vLLM" in r.stdout
