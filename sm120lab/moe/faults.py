@@ -27,7 +27,7 @@ from .backends.base import Backend, Needs
 from .grouping import group_by_expert, grouped_moe_forward
 from .reference import dequantize_expert
 
-__all__ = ["FAULTS", "SUBTLE_FAULTS", "TOKEN_RECALL", "FaultOutcome", "FaultyBackend", "all_faults", "judge_fault",
+__all__ = ["FAULTS", "SUBTLE_FAULTS", "TOKEN_RECALL", "FaultOutcome", "FaultyBackend", "SoftmaxOverAllExperts", "all_faults", "judge_fault",
            "register_faults", "target_expert"]
 
 
@@ -445,6 +445,44 @@ class RenormL2(RoutingFault):
 
     def weights(self, problem, w):
         return w / w.norm(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+class SoftmaxOverAllExperts(FaultyBackend):
+    """Routing weights a softmax over all E router logits instead of over the k chosen (vLLM's
+    ``renormalize=False`` where the model wants True): each token's weights are its softmax-over-k
+    weights times ``m_t``, the share of the full softmax its k experts hold, in every run (the wrong
+    denominator does not depend on the weights the kernel is handed, so the per-slot probes are scaled
+    too and the mixing check cannot see it). Every output of token t, and every one of its cells, is
+    ``m_t`` times the right one: the harness must name exactly the tokens with ``1 - m_t`` beyond
+    rounding (``DEV_CORRECT``; issue 32: 38-43 of 46-48 were named). Needs the problem's router logits.
+    Not in ``FAULTS``: its expert-level localization ("shared by all experts" where every routed
+    expert's cells are scaled) is not yet held to the sweep's rule."""
+
+    name, fault = ("fault-routing-softmax-all-experts",
+                   "top-k weights from a softmax over all E router logits, not over the k chosen")
+
+    def token_scale(self, problem) -> torch.Tensor:
+        """``m_t`` [T] (float64): the full-softmax probability mass of each token's k chosen experts."""
+        if problem.router_logits is None:
+            raise ValueError("fault-routing-softmax-all-experts needs the problem's router logits "
+                             "(problems drawn by make_moe_problem carry them)")
+        full = torch.softmax(problem.router_logits.double(), dim=-1)
+        return full.gather(1, problem.topk_ids.to(full.device)).sum(dim=1)
+
+    def run(self, problem, out):
+        dtype = out.dtype
+        m = self.token_scale(problem).to(problem.topk_weights.device)
+        w = (problem.topk_weights.double() * m.unsqueeze(1)).to(torch.float32)
+        out.copy_(grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, w, problem.config.E,
+                                      lambda e: dequantize_expert(problem.w13, e, dtype),
+                                      lambda e: dequantize_expert(problem.w2, e, dtype)))
+        return {"fault": self.fault}
+
+    def expected_tokens(self, problem):
+        from .verdict import DEV_CORRECT
+
+        off = (1.0 - self.token_scale(problem)).cpu().numpy()
+        return {int(t) for t in (off > DEV_CORRECT).nonzero()[0]}
 
 
 # --- a bug shared by every expert: the activation quantizer ----------------------------------------

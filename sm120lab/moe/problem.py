@@ -104,6 +104,8 @@ class MoEProblem:
     hot_expert: int | None = None
     drawn_tokens: int | None = None   # tokens drawn before take_tokens (None: this problem's own draw)
     replayable: bool = True           # False: tensors given, not drawn by make_moe_problem
+    #: fp32 [T, E]: the router logits plus the routing's bias, whose top k gave topk_ids (None: not drawn here)
+    router_logits: torch.Tensor | None = None
 
     @property
     def tokens(self) -> int:
@@ -129,7 +131,9 @@ class MoEProblem:
             raise ValueError(f"n must be an int in [1, {self.tokens}], got {n!r}")
         hidden, ids = self.hidden[:n].contiguous(), self.topk_ids[:n].contiguous()
         a1, a2 = calibrate_activation_scales(hidden, ids, self.w13, self.w2)
+        logits = None if self.router_logits is None else self.router_logits[:n].contiguous()
         return replace(self, hidden=hidden, topk_ids=ids, topk_weights=self.topk_weights[:n].contiguous(),
+                       router_logits=logits,
                        a1_gscale=a1, a2_gscale=a2, drawn_tokens=self.drawn_tokens or self.tokens)
 
     def describe(self) -> dict:
@@ -175,8 +179,8 @@ def _check_args(preset, tokens, routing, seed, device) -> tuple[MoEConfig, int, 
     return cfg, tokens, torch.device(device)
 
 
-def make_routing(cfg: MoEConfig, tokens: int, routing: str, gen: torch.Generator, device) -> tuple[torch.Tensor, torch.Tensor, int | None]:
-    """(topk_ids int64 [T,k], topk_weights fp32 [T,k], hot expert or None) for a routing kind."""
+def draw_router_logits(cfg: MoEConfig, tokens: int, routing: str, gen: torch.Generator, device) -> tuple[torch.Tensor, int | None]:
+    """(router logits plus the routing's bias, fp32 [T, E]; hot expert or None) for a routing kind."""
     e = cfg.E
     logits = torch.randn(tokens, e, generator=gen, device=device)
     bias = torch.zeros(e, device=device)
@@ -193,9 +197,19 @@ def make_routing(cfg: MoEConfig, tokens: int, routing: str, gen: torch.Generator
         active = torch.randperm(e, generator=gen, device=device)[: max(cfg.k + 1, e // 4)]
         bias = torch.full((e,), -math.inf, device=device)
         bias[active] = 0.0
-    vals, ids = torch.topk(logits + bias, cfg.k, dim=-1)
-    weights = torch.softmax(vals.float(), dim=-1)
-    return ids.long(), weights, hot
+    return logits + bias, hot
+
+
+def _top_k(cfg: MoEConfig, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    vals, ids = torch.topk(logits, cfg.k, dim=-1)
+    return ids.long(), torch.softmax(vals.float(), dim=-1)
+
+
+def make_routing(cfg: MoEConfig, tokens: int, routing: str, gen: torch.Generator, device) -> tuple[torch.Tensor, torch.Tensor, int | None]:
+    """(topk_ids int64 [T,k], topk_weights fp32 [T,k], hot expert or None) for a routing kind."""
+    logits, hot = draw_router_logits(cfg, tokens, routing, gen, device)
+    ids, weights = _top_k(cfg, logits)
+    return ids, weights, hot
 
 
 def _quantize_experts(w: torch.Tensor, chunk: int) -> NVFP4Tensor:
@@ -430,7 +444,8 @@ def _draw_problem(cfg: MoEConfig, tokens: int, routing: str, seed: int, dev: tor
     outl = torch.randint(0, cfg.H, (max(1, cfg.H // 200),), generator=gen, device=dev)
     hidden[:, outl] *= 10.0
     hidden = hidden.to(torch.bfloat16)
-    topk_ids, topk_weights, hot = make_routing(cfg, tokens, routing, gen, dev)
+    logits, hot = draw_router_logits(cfg, tokens, routing, gen, dev)
+    topk_ids, topk_weights = _top_k(cfg, logits)
 
     a1, a2 = calibrate_activation_scales(hidden, topk_ids, w13, w2)
     return MoEProblem(config=cfg, routing=routing, seed=seed, hidden=hidden, topk_ids=topk_ids,
@@ -438,4 +453,4 @@ def _draw_problem(cfg: MoEConfig, tokens: int, routing: str, seed: int, dev: tor
                       w13_swizzled=w13.with_layout("swizzled"), w2_swizzled=w2.with_layout("swizzled"),
                       a1_gscale=a1, a2_gscale=a2,
                       w13_bf16=w13_f if keep_unquantized else None, w2_bf16=w2_f if keep_unquantized else None,
-                      hot_expert=hot)
+                      hot_expert=hot, router_logits=logits)

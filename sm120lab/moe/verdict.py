@@ -32,7 +32,9 @@ Every out-of-envelope cell flags both its expert and its token; within a flagged
 cell deviating more than ``DEV_CORRECT`` from its nearest expected output (beyond rounding, but
 under the floor-relative cell limit: a near-cancelling output) flags its token too; every
 out-of-envelope main-run row flags its token and the experts of its cells that deviate more than
-``DEV_CORRECT``.
+``DEV_CORRECT``. Completeness (issue 32): a garbage backend (not W4A4) also names every token whose
+main-run row deviates more than ``DEV_CORRECT`` from its nearest expected output, and every token with
+a cell beyond ``DEV_CORRECT`` in a flagged expert, the "shared by all experts" set included.
 
 Per expert and per token (issue 21; thresholds and the measurements that set them in
 ``notes/correctness.md``):
@@ -378,11 +380,6 @@ def judge(report, env) -> Judgement:
                            f"experts' own outputs (> {MIX_LIMIT} off; routing weights wrong), worst: "
                            + ", ".join(f"{t} ({_fmt(mix[t])})" for t in worst))
     format_mismatch = max_alt is not None and max_alt <= FORMAT_CLOSER * max_dev and not garbage
-    flagged_tokens = sorted(tokens)
-    if flagged_tokens:
-        pt = d.per_token
-        reasons.append(f"{len(flagged_tokens)} token(s) flagged, worst (rel err vs reference): "
-                       + ", ".join(f"{t} ({_fmt(pt[t])})" for t in _worst(flagged_tokens, pt)))
     correct = (not garbage and d.rel_fro <= env.correct_rel
                and (max_dev <= DEV_CORRECT or (_w4a4(report) and not experts and not tokens)))
     shared = shared and not correct and not format_mismatch
@@ -392,6 +389,22 @@ def judge(report, env) -> Judgement:
         reasons.append(f"shared by all {len(routed)} routed experts: each deviates from the expected numerics "
                        f"(pooled {_fmt(float(np.min(pooled)))}-{_fmt(float(np.max(pooled)))}); a bug common to every "
                        "expert (e.g. the activation quantizer or the weight layout), not in one of them")
+    if garbage and not _w4a4(report):
+        # completeness (issue 32): a garbage backend names every token off by more than rounding, through its
+        # main-run row or through a cell of a flagged expert (the shared set included: a fault that scales each
+        # token in every run, such as weights from a softmax over all E logits, moves no mixing and leaves
+        # cells between DEV_CORRECT and DEV_GARBAGE in experts that no out-of-envelope cell named)
+        if tok is not None:
+            near_t = tok.dev if tok.dev_alt is None else np.fmin(tok.dev, tok.dev_alt)
+            tokens |= {int(t) for t in np.nonzero(~(near_t <= DEV_CORRECT))[0]}
+        if found is not None and experts:
+            off = np.isin(report.cells.ids, sorted(experts)) & ~(found["near"] <= DEV_CORRECT)
+            tokens |= {int(t) for t in np.nonzero(off)[0]}
+    flagged_tokens = sorted(tokens)
+    if flagged_tokens:
+        pt = d.per_token
+        reasons.append(f"{len(flagged_tokens)} token(s) flagged, worst (rel err vs reference): "
+                       + ", ".join(f"{t} ({_fmt(pt[t])})" for t in _worst(flagged_tokens, pt)))
     flagged_experts = sorted(experts)
     if experts and not shared and report.per_expert is not None:
         per = report.per_expert
