@@ -14,12 +14,14 @@ Steps, each recorded as it finishes (a failure is logged and the run goes on):
 Everything goes into ``marlin_run/`` and is packed into ``$OUT/marlin.tar`` after each step.
 
 How the wheel cache travels (the device machine has no registry; one carry holds at most 64 MiB with the
-working tree): here, ``sm120lab upstream vllm-cache 0.26.0 --dest .vllm-cache``, then
-``tar -C .vllm-cache -cf - 0.26.0 | xz -6 | split -b 34m - .vllm-parts/cache.tar.xz.``, each part in its own
-folder ``.vllm-parts/<a|b|c>/`` carried by one call; ignored paths stay on the machine while it is warm, so
-three back-to-back calls bring them all; the last call runs
-``cat .vllm-parts/*/cache.tar.xz.* | xz -d | tar -C .vllm-cache -xf -`` and the cache's own manifest
-(every file's sha256) refuses a part that is missing or damaged.
+working tree): here, ``sm120lab upstream vllm-cache 0.26.0 --dest .vllm-cache --pack .vllm-parts`` writes
+the cache as xz parts of at most 34 MiB into ``.vllm-parts/partNN/`` (ignored paths). Each part folder is
+carried by one call and copied outside the repository (``/root/vparts``); ignored paths and that folder
+stay on the machine while it is warm, so back-to-back calls bring them all. The last call runs
+``sm120lab upstream vllm-cache 0.26.0 --from-parts /root/vparts --dest /root/vllm-cache``, which checks
+every part's sha256 and the cache's own manifest before the cache is used (a part missing or damaged is
+refused in one line). The recorded run of 2026-12-04 joined the parts with ``cat | xz -d | tar -x`` and
+then ``--verify`` (the manifest check), before ``--from-parts`` existed.
 """
 
 from __future__ import annotations

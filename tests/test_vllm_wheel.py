@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -279,3 +280,29 @@ def test_a_vllm_whose_ops_differ_is_one_line(monkeypatch):
     assert "\n" not in str(err.value)
     monkeypatch.setattr(vw, "REQUIRED_OPS", {"aten": ("add",)})  # a registered op: its schema is recorded
     assert vw._op_schemas()["aten.add"].startswith("aten::add")
+
+
+def test_a_cache_travels_in_parts_and_is_rebuilt_only_when_every_part_is_right(tmp_path, wheel):
+    folder = vw.build_cache("0.26.0", wheel, tmp_path / "here")
+    parts = vw.pack_cache(folder, tmp_path / "parts", part_mb=0.001)  # ~1 KiB parts: several of them
+    assert len(parts) >= 2 and [p.name for p in parts] == [f"part{i:02d}" for i in range(len(parts))]
+    with pytest.raises(vw.VllmWheelError, match="not empty"):
+        vw.pack_cache(folder, tmp_path / "parts")
+    # carried separately: each part folder somewhere else
+    carried = []
+    for i, p in enumerate(parts):
+        d = tmp_path / f"carry{i}"
+        shutil.copytree(p, d / p.name)
+        carried.append(d)
+    with pytest.raises(vw.VllmWheelError, match="missing"):
+        vw.unpack_parts(carried[:-1], tmp_path / "there")
+    victim = next((carried[-1] / parts[-1].name).glob("cache.tar.xz.*"))
+    good = victim.read_bytes()
+    victim.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    with pytest.raises(vw.VllmWheelError, match="damaged in transit"):
+        vw.unpack_parts(carried, tmp_path / "there")
+    assert not (tmp_path / "there" / "0.26.0").exists()
+    victim.write_bytes(good)
+    there = vw.unpack_parts(carried, tmp_path / "there")
+    assert vw.read_cache(there, "0.26.0")["files"] == vw.read_cache(folder, "0.26.0")["files"]
+    assert not list((tmp_path / "there").glob(".*unpack*"))

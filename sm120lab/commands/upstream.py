@@ -4,7 +4,8 @@
     sm120lab upstream record-all [--force]
     sm120lab upstream show vllm 0.34.0 [--json]
     sm120lab upstream check-install vllm==0.33.0 flashinfer-python==0.7.2.post1
-    sm120lab upstream vllm-cache 0.26.0 [--wheel PATH] [--dest DIR] [--verify]
+    sm120lab upstream vllm-cache 0.26.0 [--wheel PATH] [--dest DIR] [--verify] [--pack DIR [--part-mb 34]]
+    sm120lab upstream vllm-cache 0.26.0 --from-parts DIR [DIR ...] [--dest DIR]
 
 ``record`` reads one wheel (downloaded once into the cache, or ``--wheel``) and writes
 ``data/upstream/<dist>-<version>.json``; an existing different record is kept unless ``--force``.
@@ -48,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--wheel", help="a local vLLM .whl (default: pip download it from the index this machine reaches)")
     v.add_argument("--dest", help="cache folder (default: $SM120LAB_VLLM_CACHE or <cache>/vllm-wheel)")
     v.add_argument("--verify", action="store_true", help="only check an existing cache, every file's sha256")
+    v.add_argument("--pack", metavar="DIR", help="also write the cache as xz parts into DIR/partNN/ (to carry it)")
+    v.add_argument("--part-mb", type=float, default=34.0, help="largest part, MiB (default 34)")
+    v.add_argument("--from-parts", nargs="+", metavar="DIR",
+                   help="build the cache from parts written by --pack (any folders holding them), checked by sha256")
     v.set_defaults(func=run_vllm_cache)
     f = s.add_parser("full-resolve", help="run pip's real resolver over a vLLM release's whole dependency tree "
                      "(network) and record the result",
@@ -111,7 +116,12 @@ def run_vllm_cache(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.dest) if args.dest else vllm_wheel.cache_dir()
     try:
-        if args.verify:
+        if args.from_parts:
+            folder = vllm_wheel.unpack_parts(args.from_parts, root)
+            m = vllm_wheel.read_cache(folder, args.version)
+            if folder.name != args.version:
+                raise vllm_wheel.VllmWheelError(f"parts: they hold vllm {folder.name}, not {args.version}")
+        elif args.verify:
             m = vllm_wheel.read_cache(root / args.version, args.version)
             folder = root / args.version
         else:
@@ -122,6 +132,15 @@ def run_vllm_cache(args: argparse.Namespace) -> int:
         return 2 if args.wheel or not args.verify else 1
     print(f"vllm {m['version']} wheel cache: {folder} ({len(m['files'])} files from {m['wheel']}, "
           f"pins torch=={m['torch_pin']}); use it with SM120LAB_VLLM_CACHE={root}")
+    if args.pack:
+        try:
+            parts = vllm_wheel.pack_cache(folder, Path(args.pack), args.part_mb)
+        except vllm_wheel.VllmWheelError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+        print(f"packed into {len(parts)} part folder(s) of at most {args.part_mb:g} MiB: "
+              + ", ".join(str(p) for p in parts) + f"; join with: sm120lab upstream vllm-cache {m['version']} "
+              "--from-parts " + " ".join(str(p) for p in parts))
     return 0
 
 

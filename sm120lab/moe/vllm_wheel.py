@@ -285,6 +285,107 @@ def torch_mismatch(torch_pin: str | None, torch_version: str) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- carrying a cache in parts
+
+PARTS_INDEX = "parts.json"
+
+
+def pack_cache(folder: Path, dest: Path, part_mb: float = 34.0) -> list[Path]:
+    """A complete cache as an xz-compressed tar cut into parts of at most ``part_mb`` MiB, for machines a
+    cache reaches only in pieces (a device carry of 64 MiB with the working tree): ``dest/partNN/`` holds
+    part NN, ``dest/part00/parts.json`` lists every part's sha256 and the stream's, so the parts can be
+    carried separately and joined by :func:`unpack_parts`.
+
+    Returns:
+        The part folders, in order.
+    """
+    import lzma
+    import tarfile
+
+    folder = Path(folder)
+    manifest = read_cache(folder)
+    if part_mb <= 0:
+        raise VllmWheelError(f"part_mb: expected a positive size in MiB, got {part_mb}")
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise VllmWheelError(f"{dest} is not empty; pack into a new folder")
+    tmp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        stream = tmp / "stream.tar.xz"
+        with lzma.open(stream, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tf:
+            tf.add(folder, arcname=manifest["version"])
+        size, limit = stream.stat().st_size, int(part_mb * (1 << 20))
+        parts, index = [], {"schema": SCHEMA, "version": manifest["version"], "wheel": manifest["wheel"],
+                            "stream_sha256": _sha256(stream), "parts": []}
+        with open(stream, "rb") as f:
+            for n in range((size + limit - 1) // limit):
+                d = tmp / f"part{n:02d}"
+                d.mkdir()
+                (d / f"cache.tar.xz.{n:02d}").write_bytes(f.read(limit))
+                index["parts"].append({"name": f"cache.tar.xz.{n:02d}", "sha256": _sha256(d / f"cache.tar.xz.{n:02d}")})
+                parts.append(d)
+        stream.unlink()
+        (tmp / "part00" / PARTS_INDEX).write_text(json.dumps(index, indent=1))
+        dest.mkdir(parents=True, exist_ok=True)
+        for d in parts:
+            os.replace(d, dest / d.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [dest / d.name for d in parts]
+
+
+def unpack_parts(dirs: list[Path], root: Path | None = None) -> Path:
+    """Join the parts :func:`pack_cache` wrote (found in any of ``dirs``), check every part's and the
+    stream's sha256, extract into ``root`` (default :func:`cache_dir`) all or nothing, and verify the cache.
+
+    Raises:
+        VllmWheelError: an index or part missing or changed, or the extracted cache incomplete.
+    """
+    import lzma
+    import tarfile
+
+    found = {}
+    for d in map(Path, dirs):
+        for f in d.rglob("*") if d.is_dir() else ():
+            if f.is_file():
+                found.setdefault(f.name, f)
+    if PARTS_INDEX not in found:
+        raise VllmWheelError(f"parts: no {PARTS_INDEX} in {', '.join(map(str, dirs))} (it travels with part 00)")
+    index = json.loads(found[PARTS_INDEX].read_text())
+    missing = [p["name"] for p in index["parts"] if p["name"] not in found]
+    if missing:
+        raise VllmWheelError(f"parts: {', '.join(missing)} missing (carry every part folder, then run again)")
+    for p in index["parts"]:
+        if _sha256(found[p["name"]]) != p["sha256"]:
+            raise VllmWheelError(f"parts: {p['name']} differs from the packed one (damaged in transit); carry it again")
+    root = Path(root) if root is not None else cache_dir()
+    final = root / index["version"]
+    if final.exists():
+        read_cache(final, index["version"])
+        return final
+    tmp = root / f".{index['version']}.unpack-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        joined = tmp / "stream.tar.xz"
+        with open(joined, "wb") as out:
+            for p in index["parts"]:
+                with open(found[p["name"]], "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+        if _sha256(joined) != index["stream_sha256"]:
+            raise VllmWheelError("parts: the joined stream differs from the packed one; carry the parts again")
+        with lzma.open(joined) as xz, tarfile.open(fileobj=xz, mode="r|") as tf:
+            tf.extractall(tmp / "x", filter="data")
+        joined.unlink()
+        read_cache(tmp / "x" / index["version"], index["version"])
+        os.replace(tmp / "x" / index["version"], final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
 # ----------------------------------------------------------------------------- importing from a cache
 
 
