@@ -89,7 +89,7 @@ def open_wheel(dist: str, version: str, wheel: str | None = None) -> WheelSource
         return WheelSource.local(download_wheel(dist, version))
     picked = pick_remote_wheel(dist, version)
     if picked is None:
-        raise Unpublished(f"{dist}=={version}: PyPI serves no wheel for this version")
+        raise Unpublished(f"{dist}=={version}: the package index this machine reached serves no wheel for this version")
     return WheelSource.remote(*picked)
 
 
@@ -144,7 +144,7 @@ def record_all(log=print, force: bool = False) -> dict:
             _, status = record(dist, version, force=force)
         except Unpublished as exc:
             summary["unavailable"].append((dist, version, str(exc)))
-            log(f"  {dist} {version}: not on PyPI")
+            log(f"  {dist} {version}: not on the package index this machine reached")
             return
         summary[status].append(f"{dist}=={version}")
         log(f"  {dist} {version}: {status}")
@@ -159,8 +159,8 @@ def record_all(log=print, force: bool = False) -> dict:
     fi_versions = sorted(set(FLASHINFER_BASE) | set(pins.get("flashinfer-python", {})), key=Version)
     for v in fi_versions:
         if v not in fi_published:
-            summary["unavailable"].append(("flashinfer-python", v, "PyPI lists no such version"))
-            log(f"  flashinfer-python {v}: not on PyPI")
+            summary["unavailable"].append(("flashinfer-python", v, "the package index this machine reached lists no such version"))
+            log(f"  flashinfer-python {v}: not on the package index this machine reached")
             continue
         one("flashinfer-python", v)
     for dist in sorted(set(pins) - {"flashinfer-python"}):
@@ -173,8 +173,8 @@ def record_all(log=print, force: bool = False) -> dict:
             published = {str(Version(v)) for v in simple_index(side).get("versions", [])}
         except Exception:  # noqa: BLE001 - a 404 means the dist is not on PyPI at all
             published = set()
-            summary["unavailable"].append((side, "*", "PyPI serves no project of this name"))
-            log(f"  {side}: not on PyPI")
+            summary["unavailable"].append((side, "*", "the package index this machine reached serves no project of this name"))
+            log(f"  {side}: not on the package index this machine reached")
         for v in fi_versions:
             if v in published and f"{side}=={v}" not in summary["written"] + summary["unchanged"]:
                 one(side, v)
