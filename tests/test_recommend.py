@@ -126,7 +126,13 @@ def test_an_sm120_run_lifts_exactly_the_items_it_measured(tmp_path, seed):
     base = {it.id: it for it in recommend.guide("rtx-pro-6000", runs_root=tmp_path / "empty")}
     lifted = {it.id: it for it in recommend.guide("rtx-pro-6000", runs_root=tmp_path)}
     covered = {"toolkit", "flashinfer-arch-list", "moe-backend", "kernel-time", "verify"}
+    if verdict != "correct":  # a backend judged garbage/degraded is no evidence for recommending a backend
+        covered = covered - {"moe-backend"}
+        assert f"MEASURED AGAINST: flashinfer-cutlass was judged {verdict}" in lifted["moe-backend"].why
+        assert lifted["moe-backend"].evidence == base["moe-backend"].evidence
     for rid, it in lifted.items():
+        if rid == "moe-backend" and rid not in covered:
+            continue
         if rid in covered:
             assert it.evidence is Evidence.SM120_RUN, rid
             assert recommend.UNVERIFIED not in it.why, rid
@@ -141,6 +147,31 @@ def test_an_sm120_run_lifts_exactly_the_items_it_measured(tmp_path, seed):
     assert all(it.evidence is Evidence.SM120_RUN for it in recommend.guide("rtx-5090", runs_root=tmp_path)
                if it.id in covered)
     assert not any(it.evidence is Evidence.SM120_RUN for it in recommend.guide("dgx-spark", runs_root=tmp_path))
+
+
+@pytest.mark.parametrize("verdict", ["garbage", "degraded"])
+def test_a_run_that_judged_the_chosen_backend_wrong_changes_the_answer(tmp_path, verdict):
+    """An SM120 run whose check judged vllm-marlin (the block's backend's kernel) garbage never raises the
+    evidence for recommending Marlin: it stands in the do-this block as a PROBLEM and in the item's why."""
+    run = _fake_run(tmp_path, "20270101T000000Z-box-rtx-pro-6000", "12.0", "NVIDIA RTX PRO 6000 Blackwell",
+                    verdict="correct", moe_us=None)
+    res = run / "results" / "03_grouped_gemm_correctness.json"
+    res.write_text(json.dumps({"verdicts": {"flashinfer-cutlass": "skipped", "vllm-marlin": verdict}}))
+    base = recommend.answer("rtx-pro-6000", runs_root=tmp_path / "empty")
+    ans = recommend.answer("rtx-pro-6000", runs_root=tmp_path)
+    assert ans.block.moe_backend == base.block.moe_backend == "marlin"
+    item = {it.id: it for it in ans.items}["moe-backend"]
+    assert item.evidence is not Evidence.SM120_RUN and item.evidence == {it.id: it for it in base.items}[
+        "moe-backend"].evidence
+    assert f"MEASURED AGAINST: vllm-marlin was judged {verdict}" in item.why
+    warn = [p for p in ans.block.problems if p.startswith("MEASURED AGAINST THIS BLOCK")]
+    assert len(warn) == 1 and f"vllm-marlin (marlin's kernel) {verdict}" in warn[0] and run.name in warn[0]
+    assert not any(p.startswith("MEASURED AGAINST") for p in base.block.problems)
+    # a correct verdict lifts instead, and warns nothing
+    res.write_text(json.dumps({"verdicts": {"vllm-marlin": "correct"}}))
+    ok = recommend.answer("rtx-pro-6000", runs_root=tmp_path)
+    assert {it.id: it for it in ok.items}["moe-backend"].evidence is Evidence.SM120_RUN
+    assert not any(p.startswith("MEASURED AGAINST") for p in ok.block.problems)
 
 
 def test_runs_that_measured_nothing_or_are_not_sm120_lift_nothing(tmp_path):

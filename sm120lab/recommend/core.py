@@ -287,22 +287,50 @@ def _gpu_matches(run: RunFolder, gpu: GPU) -> bool:
     return run.compute_capability == want
 
 
+#: verdicts a run can measure against a recommendation (``lift_if`` specs): never evidence for it
+AGAINST = ("garbage", "degraded")
+
+
 def coverage(rule: dict, runs: list[RunFolder], gpu: GPU) -> tuple[RunFolder, str, str] | None:
     """The first SM120 run (of ``gpu``'s compute capability) that measured what ``rule`` covers.
+
+    A spec with ``lift_if`` (e.g. ``[correct]``) lifts only on those values: a backend judged garbage is a
+    measurement against recommending it (:func:`contradictions`), never evidence for it.
 
     Returns:
         ``(run, matched key, shown value)`` or ``None``.
     """
     for spec in rule.get("sm120_run") or []:
         nb, key = str(spec["results"]), list(spec["key"])
+        allowed = {str(v).lower() for v in spec.get("lift_if") or ()}
         for run in runs:
             if not _gpu_matches(run, gpu) or nb not in run.results:
                 continue
-            hits = [(k, v) for k, v in _lookup(run.results[nb], key) if _measured(v)]
+            hits = [(k, v) for k, v in _lookup(run.results[nb], key) if _measured(v)
+                    and (not allowed or str(v).strip().lower() in allowed)]
             if hits:
                 shown = ", ".join(f"{k} = {_show(v)}" for k, v in hits[:4])
                 return run, shown.split(" = ")[0], shown
     return None
+
+
+def contradictions(rule: dict, runs: list[RunFolder], gpu: GPU, keys: tuple[str, ...] | None = None
+                   ) -> list[tuple[RunFolder, str, str]]:
+    """``(run, key, verdict)`` for every SM120 run of ``gpu``'s compute capability whose results judged a key
+    that ``rule`` lifts only on ``lift_if`` values as garbage or degraded (:data:`AGAINST`); with ``keys``,
+    only those keys (e.g. the chosen backend's check adapters)."""
+    out = []
+    for spec in rule.get("sm120_run") or []:
+        if not spec.get("lift_if"):
+            continue
+        nb, key = str(spec["results"]), list(spec["key"])
+        for run in runs:
+            if not _gpu_matches(run, gpu) or nb not in run.results:
+                continue
+            for k, v in _lookup(run.results[nb], key):
+                if str(v).strip().lower() in AGAINST and (keys is None or k in keys):
+                    out.append((run, k, str(v).strip().lower()))
+    return out
 
 
 def _rel(path: Path) -> str:
@@ -414,6 +442,10 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
             value = str(over.get("value", r["value"])).format_map(known)
         evidence = evidence_of(source)
         cov = coverage(r, runs, g)
+        against = contradictions(r, runs, g)
+        if against:
+            why = f"{why} " + " ".join(f"MEASURED AGAINST: {k} was judged {v} on {run.gpu} (cc {run.compute_capability}) "
+                                       f"in {run.path.name}." for run, k, v in against)
         if cov is not None:
             run, key, shown = cov
             evidence = Evidence.SM120_RUN
@@ -427,6 +459,17 @@ def answer(gpu: str | GPU = "rtx-pro-6000", runs_root: str | Path | None = None,
     rows = backend_rows(ctx)
     for row in rows:
         items.append(backend_item(row, ctx))
+    # a run on this SM that judged the chosen backend's own check garbage stands in the block as a warning
+    from .dothis import CHECK_ADAPTERS
+
+    adapters = CHECK_ADAPTERS.get(ctx.block.moe_backend, ())
+    for rule in rules["items"]:
+        for run, key, verdict in contradictions(rule, runs, g, keys=adapters):
+            line = (f"MEASURED AGAINST THIS BLOCK: sm120lab check judged {key} ({ctx.block.moe_backend}'s kernel) "
+                    f"{verdict} on {run.gpu} (cc {run.compute_capability}) in {run.path.name}: do not serve with "
+                    f"--moe-backend {ctx.block.moe_backend} on this GPU until that check passes.")
+            if line not in ctx.block.problems:
+                ctx.block.problems.append(line)
     from .facts import ceiling_of
 
     return Answer(gpu=g.value, setup=setup, block=ctx.block, items=items, backends=rows,
