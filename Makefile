@@ -60,7 +60,7 @@ test-full: $(STAMP) lint
 # stop: the seed-dependent tests with SM120LAB_FRESH_SEEDS=1 (each failing test prints its SM120LAB_SEED),
 # then `sm120lab check --sweep` at a fresh first seed, written with its command and environment to
 # data/correctness/fresh_seeds/sweep_<UTC date>_seed<first seed>.json. Any failure becomes a fixed-seed test.
-FRESH_N       ?= 50
+FRESH_N       ?= 25
 FRESH_PRESETS ?= tiny,small
 FRESH_DEVICE  ?= cpu
 FRESH_TESTS   ?= tests/test_moe_sweep.py tests/test_moe_verdict_properties.py tests/test_moe_harness.py

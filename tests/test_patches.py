@@ -402,9 +402,9 @@ def test_clear_jit_cache_keeps_cubins(fi_old, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(base))
     cache = base / ".cache" / "flashinfer"
     (cache / FI_OLD / "120a" / "cached_ops").mkdir(parents=True)
-    (cache / FI_OLD / "120a" / "cached_ops" / "m.so").write_bytes(os.urandom(64))
+    (cache / FI_OLD / "120a" / "cached_ops" / "m.so").write_bytes(random.Random(0).randbytes(64))
     (cache / "cubins").mkdir()
-    (cache / "cubins" / "k.cubin").write_bytes(os.urandom(64))
+    (cache / "cubins" / "k.cubin").write_bytes(random.Random(0).randbytes(64))
     assert cli_main(["patch", "apply", "--site", str(site), "--only", "fi-jit-moe-sm100-major-12", "--clear-jit-cache"]) == 0
     assert not (cache / FI_OLD).exists() and (cache / "cubins" / "k.cubin").is_file()
     assert cli_main(["patch", "revert", "--site", str(site)]) == 0

@@ -1,6 +1,7 @@
 """sm120lab.toolchains: pins, discovery of the system nvcc, the PyPI installer (cached), the CLI."""
 
 import os
+import random
 import shutil
 import stat
 import subprocess
@@ -33,7 +34,7 @@ def test_wrapper_script_resolves_to_real_nvcc(tmp_path):
     real_dir = tmp_path / "cuda" / "bin"
     real_dir.mkdir(parents=True)
     real = real_dir / "nvcc"
-    real.write_bytes(b"\x7fELF" + os.urandom(8000))
+    real.write_bytes(b"\x7fELF" + random.Random(0).randbytes(8000))  # fixed bytes: CI is deterministic
     wrapper = tmp_path / "nvcc"
     wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
