@@ -251,7 +251,10 @@ def test_broken_figure_names_the_notebook_not_the_destination(tmp_path, data, wh
 
 def _notebooks(d: Path) -> Path:
     d.mkdir()
-    for name, params, code in (("01_a", "value = 1", "print(value)"), ("02_b", None, "import time\ntime.sleep(60)")):
+    started = d / "02_started"  # written by 02 once its kernel runs, so a test can interrupt it mid-cell
+    for name, params, code in (("01_a", "value = 1", "print(value)"),
+                               ("02_b", None, f"import pathlib, time\npathlib.Path({str(started)!r}).write_text('1')\n"
+                                              "time.sleep(60)")):
         nb = nbformat.v4.new_notebook()
         if params:
             cell = nbformat.v4.new_code_cell(params)
@@ -288,12 +291,12 @@ def test_interrupted_run_writes_report_and_says_interrupted(tmp_path):
                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 120:  # wait until 01 finished and 02 (sleeping) started
-            summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
-            if summary and summary["notebooks"][0]["status"] == "ok":
-                break
-            time.sleep(0.3)
-        time.sleep(3)
+        # wait until 02's kernel runs its sleeping cell (a fixed delay after 01 raced the kernel's start-up
+        # on a loaded CI box: the signal then landed before 02 ran)
+        while time.monotonic() - t0 < 120 and not (books / "02_started").is_file():
+            time.sleep(0.2)
+        assert (books / "02_started").is_file(), "notebook 02 never started"
+        time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         text, _ = proc.communicate(timeout=120)
     finally:
@@ -318,3 +321,37 @@ def test_matrix_checks_every_combination_parameter_before_running(tmp_path):
     one_line_error(*cli("run", "--notebooks-dir", str(books), "--only", "01", "--matrix", str(matrix),
                         "--out", str(tmp_path / "runs"), "--no-progress"), "--matrix combination b: typo")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_run_after_its_notebook(tmp_path, monkeypatch):
+    """A Ctrl-C that code under papermill catches (it can land in the kernel's start-up) must not be lost:
+    the notebook it landed in finishes, the rest are 'not run', and the run says interrupted."""
+    import os
+
+    import papermill
+
+    from sm120lab.runs.execute import execute_all
+
+    books = _notebooks(tmp_path / "nbs")
+    (books / "03_c.ipynb").write_bytes((books / "01_a.ipynb").read_bytes())
+    ran = []
+
+    def fake_execute(src, dst, **kw):
+        ran.append(Path(src).stem)
+        if len(ran) == 1:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            except KeyboardInterrupt:
+                pass  # swallowed, as a library might
+        Path(dst).write_bytes(Path(src).read_bytes())
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    nbs = sorted(books.glob("*.ipynb"))
+    with pytest.raises(KeyboardInterrupt):
+        execute_all(nbs, tmp_path / "run", report=False)
+    assert ran == ["01_a"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert [n["status"] for n in summary["notebooks"]] == ["ok", "not run", "not run"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -26,8 +26,10 @@ import datetime as dt
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -376,6 +378,16 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
         bar = tqdm(todo, desc="notebooks", unit="nb")
         iterator = bar
     interrupted = False
+    # Ctrl-C is remembered as well as raised: code under papermill (the kernel's start-up) may catch the
+    # KeyboardInterrupt, and the run must still stop after the notebook it landed in
+    sigint: list[float] = []
+
+    def on_sigint(signum, frame):
+        sigint.append(time.monotonic())
+        raise KeyboardInterrupt
+
+    prev_handler = (signal.signal(signal.SIGINT, on_sigint)
+                    if threading.current_thread() is threading.main_thread() else None)
     try:
         for nb_path, res in iterator:
             if bar is not None:
@@ -403,10 +415,14 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
                 except Exception as exc:  # rendering must not turn a good run into a failure
                     res.error = (res.error or "") + f" [html render failed: {_first_error_line(exc)}]"
             write_json_atomic(run_dir / "summary.json", summary.to_json())
+            if sigint:  # a Ctrl-C that something under papermill swallowed
+                raise KeyboardInterrupt
     except KeyboardInterrupt:
         interrupted = True
         summary.interrupted_utc = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     finally:
+        if prev_handler is not None:
+            signal.signal(signal.SIGINT, prev_handler)
         if bar is not None:
             bar.close()
         if old is None:
