@@ -272,8 +272,6 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         fuse = ce["FUSE_SILU"]
         ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES,
                   CG=cfg.CG or int(cfg.SORTED))
-        if cfg.PREFETCH or cfg.num_stages != 1:  # left out otherwise: the older tiles' rows keep their keys
-            ce.update(PREFETCH=cfg.PREFETCH, STAGES=cfg.num_stages)
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}
@@ -342,11 +340,10 @@ def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
 
 
 def frag_config_applies(variant: str, cfg) -> bool:
-    """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs; unsorted
-    ``PREFETCH`` is an option of the w2+sum kernel alone, sorted ``PREFETCH`` and ``num_stages`` > 1 of the
-    fragment kernel."""
-    if cfg.PREFETCH and not cfg.SORTED:  # the w2+sum kernel's loop option only
-        return variant == "w2sum_frag"
+    """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs; ``PREFETCH`` is
+    an option of the w2+sum kernel alone."""
+    if cfg.PREFETCH:  # the w2+sum kernel's loop option only
+        return variant == "w2sum_frag" and not cfg.SORTED
     if variant == "w13_frag":
         return cfg.TILES % 2 == 0
     if variant == "w2sum_frag":

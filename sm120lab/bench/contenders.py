@@ -139,8 +139,7 @@ def make_w13(name: str, layer: BenchLayer, x, ids, tw, *, configs=None, packed=N
         if plan.path is Path.FRAG:
             return lambda: launch_frag(x, packed.w13, buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k,
                                        fuse_silu=True, mul_routing=False, sorted_cols=cfg.SORTED, tiles=cfg.TILES,
-                                       warps=cfg.num_warps, cg=cfg.CG, prefetch=cfg.PREFETCH,
-                                       stages=cfg.num_stages)
+                                       warps=cfg.num_warps, cg=cfg.CG)
         if plan.path is Path.DECODE:
             return lambda: launch_decode(x, packed.w13, buf, twf, expert_ids, slot_ids, n=layer.I, num_slots=s,
                                          a_row_div=k, n_up=layer.I, fuse_silu=True, mul_routing=False, cfg=cfg,

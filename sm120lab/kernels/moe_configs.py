@@ -109,13 +109,8 @@ class FragConfig:
     num_warps: int
     SORTED: bool = False
     CG: int = 0  # > 0: the wide kernel, 8 * CG slots of one expert per program (SORTED implied)
-    # 1: the kernel pipelines by hand (one chunk in flight); > 1 (sorted tiles): Triton's software pipeliner
-    # keeps num_stages - 1 chunks of weights, scales and activations in flight, staged through shared memory
-    # (cp.async, LDGSTS in the sm_90 / sm_120 SASS)
-    num_stages: int = 1
-    # unsorted: the w2+sum kernel's chunk in flight also carries its activations and expert factor; sorted:
-    # the fragment kernel's chunk in flight also carries its activations (hand pipeline only)
-    PREFETCH: bool = False
+    num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
+    PREFETCH: bool = False  # w2+sum only: the chunk in flight also carries its activations and expert factor
 
     @property
     def block_m(self) -> int:
@@ -128,7 +123,7 @@ class FragConfig:
     @property
     def name(self) -> str:
         return (f"f{self.TILES}w{self.num_warps}" + ("o" if self.SORTED else "") + (f"c{self.CG}" if self.CG else "")
-                + ("p" if self.PREFETCH else "") + (f"s{self.num_stages}" if self.num_stages != 1 else ""))
+                + ("p" if self.PREFETCH else ""))
 
 
 #: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
@@ -137,11 +132,6 @@ FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
     FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 2, SORTED=True),
     FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 2, SORTED=True, CG=2),
     FragConfig(2, 2, SORTED=True, CG=4), FragConfig(1, 8, PREFETCH=True),
-    # issue 30: the sorted tiles with their activations prefetched, and staged by Triton's pipeliner
-    FragConfig(2, 2, SORTED=True, PREFETCH=True), FragConfig(2, 2, SORTED=True, CG=2, PREFETCH=True),
-    FragConfig(2, 2, SORTED=True, num_stages=3), FragConfig(2, 2, SORTED=True, CG=2, num_stages=3),
-    FragConfig(2, 4, SORTED=True, CG=2, num_stages=3), FragConfig(2, 2, SORTED=True, CG=2, num_stages=4),
-    FragConfig(2, 2, SORTED=True, CG=4, num_stages=3), FragConfig(2, 4, SORTED=True, CG=4, num_stages=3),
 )}
 
 def pick_frag_configs(num_slots: int, num_experts: int = 512, top_k: int = 10, hidden: int = 4096,

@@ -219,7 +219,6 @@ def moe_w4a16_frag_kernel(
     stride_am, stride_qe, stride_se, stride_om,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
     TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
-    PREFETCH: tl.constexpr = False, STAGES: tl.constexpr = 1,
 ):
     """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
     (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
@@ -250,87 +249,27 @@ def moe_w4a16_frag_kernel(
     c1 = tl.zeros((R,), tl.float32)
     c2 = tl.zeros((R,), tl.float32)
     c3 = tl.zeros((R,), tl.float32)
-    if STAGES > 1:
-        # Triton's software pipeliner keeps STAGES - 1 chunks of every load in flight (cp.async into shared
-        # memory where the target has it), instead of the one chunk the hand pipeline below holds
-        for k0 in tl.range(0, KC, WARPS, num_stages=STAGES):
-            kc = k0 + w
-            kin = kc < KC
-            q = tl.load(q_base + kc * 128, mask=kin, other=0)
-            sc = tl.load(s_base + kc * 32, mask=kin, other=0).to(tl.int32)
-            sg, sg8 = _frag_scales(sc)
-            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
-            if CG > 1:
-                c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
-            if CG > 2:
-                c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
-                c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
-    elif PREFETCH:
-        # the chunk in flight also carries its activations, so no load of a step waits on that step
-        kc = w
-        ok = kc < KC
-        q = tl.load(q_base + kc * 128, mask=ok, other=0)
-        sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
-        b0 = tl.load(a0 + kc * 16, mask=ok0 & ok, other=0)
-        b1 = b0
-        b2 = b0
-        b3 = b0
+    kc = w
+    ok = kc < KC
+    q = tl.load(q_base + kc * 128, mask=ok, other=0)
+    sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
+    for k0 in range(0, KC, WARPS):
+        kn = k0 + WARPS + w
+        okn = kn < KC
+        q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
+        sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
+        kc = k0 + w
+        kin = kc < KC
+        sg, sg8 = _frag_scales(sc)
+        r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+        c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
         if CG > 1:
-            b1 = tl.load(a1 + kc * 16, mask=ok1 & ok, other=0)
+            c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
         if CG > 2:
-            b2 = tl.load(a2 + kc * 16, mask=ok2 & ok, other=0)
-            b3 = tl.load(a3 + kc * 16, mask=ok3 & ok, other=0)
-        for k0 in range(0, KC, WARPS):
-            kn = k0 + WARPS + w
-            okn = kn < KC
-            q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
-            sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
-            b0_n = tl.load(a0 + kn * 16, mask=ok0 & okn, other=0)
-            b1_n = b0_n
-            b2_n = b0_n
-            b3_n = b0_n
-            if CG > 1:
-                b1_n = tl.load(a1 + kn * 16, mask=ok1 & okn, other=0)
-            if CG > 2:
-                b2_n = tl.load(a2 + kn * 16, mask=ok2 & okn, other=0)
-                b3_n = tl.load(a3 + kn * 16, mask=ok3 & okn, other=0)
-            sg, sg8 = _frag_scales(sc)
-            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-            c0 = _frag_mma_regs(r0, r1, r2, r3, b0, c0)
-            if CG > 1:
-                c1 = _frag_mma_regs(r0, r1, r2, r3, b1, c1)
-            if CG > 2:
-                c2 = _frag_mma_regs(r0, r1, r2, r3, b2, c2)
-                c3 = _frag_mma_regs(r0, r1, r2, r3, b3, c3)
-            q = q_next
-            sc = sc_next
-            b0 = b0_n
-            b1 = b1_n
-            b2 = b2_n
-            b3 = b3_n
-    else:
-        kc = w
-        ok = kc < KC
-        q = tl.load(q_base + kc * 128, mask=ok, other=0)
-        sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
-        for k0 in range(0, KC, WARPS):
-            kn = k0 + WARPS + w
-            okn = kn < KC
-            q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
-            sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
-            kc = k0 + w
-            kin = kc < KC
-            sg, sg8 = _frag_scales(sc)
-            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
-            if CG > 1:
-                c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
-            if CG > 2:
-                c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
-                c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
-            q = q_next
-            sc = sc_next
+            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
+        q = q_next
+        sc = sc_next
     alpha = tl.load(alpha_ptr + expert)
     n, col = _frag_out_index(pid_n, OUT_T)
     v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), alpha, OUT_T, FUSE_SILU)
@@ -457,8 +396,7 @@ def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
 
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
                 slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
-                sorted_cols: bool, tiles: int, warps: int, cg: int = 0, prefetch: bool = False,
-                stages: int = 1) -> None:
+                sorted_cols: bool, tiles: int, warps: int, cg: int = 0) -> None:
     """One fragment-kernel launch.
 
     Args:
@@ -470,9 +408,6 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         tiles: 16-row tiles per program (w13: gate + up, even); warps: num_warps (split K).
         cg: column groups per program (:func:`moe_w4a16_frag_kernel`'s ``CG``): 0 with ``sorted_cols``
             means 1; 1, 2 or 4 need ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
-        prefetch: the chunk in flight also carries its activations (``PREFETCH``; sorted columns).
-        stages: > 1 lets Triton's pipeliner keep ``stages - 1`` chunks in flight through shared memory
-            (``STAGES``; sorted columns).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -491,13 +426,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
     if cg and not sorted_cols:
         raise ValueError("cg > 0 needs sorted columns (moe_sort blocks of 8 * cg)")
-    if (prefetch or stages != 1) and not sorted_cols:
-        raise ValueError("prefetch and stages > 1 are options of the sorted fragment tiles")
-    if prefetch and stages != 1:
-        raise ValueError("prefetch is the hand pipeline's option: it needs stages=1")
     moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
-                                OUT_T=out_t, CG=cg or int(sorted_cols), PREFETCH=prefetch, STAGES=stages,
-                                num_warps=warps, num_stages=stages)
+                                OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1)
 
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,

@@ -282,8 +282,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
     if _poison:
         inter_buf.fill_(float("nan"))
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
-                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG,
-                prefetch=cfg13.PREFETCH, stages=cfg13.num_stages)
+                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG)
     if plan.w2_sums:  # w2 and the sum over the k choices in one launch, written in bf16
         if out is not None and (out.shape != (t, h) or out.dtype != torch.bfloat16 or out.stride(1) != 1):
             raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
@@ -296,8 +295,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
     if _poison:
         out_slots.fill_(float("nan"))
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
-                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG,
-                prefetch=cfg2.PREFETCH, stages=cfg2.num_stages)
+                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG)
     return _sum_slots(out_slots, t, k, h, out)
 
 
