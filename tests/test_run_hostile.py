@@ -287,8 +287,11 @@ def test_run_refuses_a_parameter_no_notebook_declares(tmp_path):
 def test_interrupted_run_writes_report_and_says_interrupted(tmp_path):
     books = _notebooks(tmp_path / "nbs")
     out = tmp_path / "run"
+    # SIGINT as in a terminal: under nohup (or a CI runner that ignores it) the child would inherit SIG_IGN, and
+    # Python then never raises KeyboardInterrupt (the failure seen once in CI: the run went on and exited 0)
     proc = subprocess.Popen([sys.executable, "-m", "sm120lab", "run", "--notebooks-dir", str(books), "--out", str(out),
-                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         t0 = time.monotonic()
         # wait until 02's kernel runs its sleeping cell (a fixed delay after 01 raced the kernel's start-up
@@ -348,10 +351,14 @@ def test_a_swallowed_ctrl_c_still_stops_the_run_after_its_notebook(tmp_path, mon
 
     monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
     nbs = sorted(books.glob("*.ipynb"))
-    with pytest.raises(KeyboardInterrupt):
-        execute_all(nbs, tmp_path / "run", report=False)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (CI may run under nohup)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            execute_all(nbs, tmp_path / "run", report=False)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert ran == ["01_a"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert [n["status"] for n in summary["notebooks"]] == ["ok", "not run", "not run"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

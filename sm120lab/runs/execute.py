@@ -386,8 +386,10 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
         sigint.append(time.monotonic())
         raise KeyboardInterrupt
 
+    # only over Python's own handler: a SIGINT that the caller ignores (nohup) or handles stays theirs
     prev_handler = (signal.signal(signal.SIGINT, on_sigint)
-                    if threading.current_thread() is threading.main_thread() else None)
+                    if threading.current_thread() is threading.main_thread()
+                    and signal.getsignal(signal.SIGINT) is signal.default_int_handler else None)
     try:
         for nb_path, res in iterator:
             if bar is not None:
