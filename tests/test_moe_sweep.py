@@ -528,3 +528,22 @@ def test_sweep_fault_failure_records_a_replay_that_runs_the_fault(monkeypatch):
     fails = [f for f in rec["failures"] if f["kind"] == "mislocalized"]
     assert fails and all(f["replay"].endswith(f"--faults --backend {f['backend']}") for f in fails)
     assert fails[0]["replay"].startswith("sm120lab check --preset tiny --routing sparse --seed 73558534")
+
+
+@pytest.mark.parametrize("family", ["zipf", "hot"])
+def test_weights_from_another_legitimate_quantizer_are_not_garbage(family):
+    """Issue 32's false alarm, fixed seed: weights re-quantized with E4M3 block scales rounded up (a legitimate
+    quantizer) were judged garbage on small/zipf and small/hot at seed 100 (one cell 0.521 > 0.5 from the
+    reference and from the bf16 weights). The envelope's weight-format family now holds them: degraded, not
+    garbage; a planted fault on the same problem is still garbage."""
+    from sm120lab.moe import variants as V
+    from sm120lab.moe.faults import SwappedExperts
+    from sm120lab.moe.harness import check
+    from sm120lab.moe.sweep import problem_of
+
+    p = problem_of("small", family, 100)
+    res = check(p, ["reference", *[c() for c in V.WEIGHT_QUANTIZER_VARIANTS], SwappedExperts()])
+    for c in V.WEIGHT_QUANTIZER_VARIANTS:
+        assert res.reports[c().name].verdict == "degraded", (c().name, res.reports[c().name].reasons)
+    assert res.reports["reference"].verdict == "correct"
+    assert res.reports[SwappedExperts().name].verdict == "garbage"

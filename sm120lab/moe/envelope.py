@@ -42,7 +42,12 @@ from .grouping import grouped_moe_forward
 from .metrics import DEV_FLOOR, cell_rel
 from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_FEW_TOKENS, W4A4_GLOBAL_Z, W4A4_GLOBAL_Z_FEW
 
-__all__ = ["Envelope", "make_envelope", "unquantized_reference_slots"]
+__all__ = ["Envelope", "WEIGHT_FORMAT_ROUNDINGS", "make_envelope", "unquantized_reference_slots",
+           "weight_format_alternates"]
+
+#: the weight quantizers of the null family besides the checkpoint's own (block scales rounded to nearest):
+#: E4M3 block scales rounded up and down, each expert's own global scale (real quantizers differ here)
+WEIGHT_FORMAT_ROUNDINGS = ("up", "down")
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,35 @@ def unquantized_reference_slots(problem, dtype: torch.dtype) -> torch.Tensor | N
     return grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
                                lambda e: problem.w13_bf16[e].to(dtype), lambda e: problem.w2_bf16[e].to(dtype),
                                per_slot=True)
+
+
+def weight_format_alternates(problem, dtype: torch.dtype, unq_slots=None) -> list[torch.Tensor]:
+    """The weight-format family a correct backend may compute with, as per-slot outputs [T, k, H] each:
+
+    - the unquantized (bf16) weights (:func:`unquantized_reference_slots`): a backend with a more precise
+      weight format (FP8, bf16);
+    - the bf16 weights re-quantized to NVFP4 with E4M3 block scales rounded up, then down, instead of to
+      nearest (each expert's own global scale): a backend whose checkpoint came from another legitimate
+      quantizer.
+
+    A cell or token is out of envelope only when it is far from the expected numerics AND from every member
+    (:mod:`.verdict`). Empty when the problem keeps no unquantized weights."""
+    unq = unquantized_reference_slots(problem, dtype) if unq_slots is None else unq_slots
+    if unq is None:
+        return []
+    from .variants import ScaleRounding, fake_quant_nvfp4
+
+    out = [unq]
+    for rounding in WEIGHT_FORMAT_ROUNDINGS:
+        r = ScaleRounding(rounding)
+
+        def requant(w_bf16, q, e, r=r):
+            return fake_quant_nvfp4(w_bf16[e], q.global_scale[e].reshape(1), rounding=r).to(dtype)
+
+        out.append(grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
+                                       lambda e, r=r: requant(problem.w13_bf16, problem.w13, e),
+                                       lambda e, r=r: requant(problem.w2_bf16, problem.w2, e), per_slot=True))
+    return out
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

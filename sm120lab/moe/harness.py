@@ -24,7 +24,7 @@ import torch
 from sm120lab.constants import SENTINEL
 
 from .backends import Backend, get_backend
-from .envelope import Envelope, make_envelope, unquantized_reference_slots
+from .envelope import Envelope, make_envelope, unquantized_reference_slots, weight_format_alternates
 from .jsonable import jsonable
 from .metrics import (
     DEV_FLOOR,
@@ -186,7 +186,8 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
     """Run one backend (main run + per-slot probes) and diff it; the verdict is set by :func:`check`.
 
     ``twin_out``/``twin_slots``: outputs of the backend's expected numerics (default: the reference);
-    ``alt_out``/``alt_slots``: the unquantized-weight forward (or None);
+    ``alt_out``/``alt_slots``: the weight-format family's outputs (:func:`weight_format_alternates`: the
+    unquantized-weight forward first), one tensor or a list each, or None; the nearest member counts;
     ``keep_slots``: keep the probe outputs as ``report.slots`` [T, k, H] and the main output as
     ``report.main`` on the device (the emulated-w4a4 twin).
     """
@@ -218,7 +219,8 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
         return rep
     rep.diff = output_diff(out, ref_out)
     rep.diff_twin = None if twin_out is None else output_diff(out, twin_out)
-    rep.diff_alt = None if alt_out is None else output_diff(out, alt_out)
+    alts = [alt_out] if isinstance(alt_out, torch.Tensor) else list(alt_out or [])
+    rep.diff_alt = min((output_diff(out, a) for a in alts), key=lambda d: d.rel_fro, default=None)
     rep.token_dev = token_diff(out, ref_out if twin_out is None else twin_out, alt_out)
     rep.topk_ids = problem.topk_ids.cpu().numpy()
     if probes:
@@ -286,7 +288,8 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
 def _check(problem, backends, probes, keep_output, progress) -> CheckResult:
     ref, slots, ref_s = reference_outputs(problem)
     unq_slots = unquantized_reference_slots(problem, slots.dtype)
-    unq_out = None if unq_slots is None else _combine(unq_slots, problem)
+    alt_slots = weight_format_alternates(problem, slots.dtype, unq_slots)
+    alt_outs = [_combine(a, problem) for a in alt_slots]
     emulated = next((b for b in backends if b.name == "emulated-w4a4"), None) or get_backend("emulated-w4a4")
     reports: dict[str, BackendReport] = {}
     emu = run_backend(emulated, problem, ref, slots, probes=probes, keep_output=keep_output, keep_slots=True)
@@ -312,7 +315,7 @@ def _check(problem, backends, probes, keep_output, progress) -> CheckResult:
             _set_bands(rep, bands)
         else:
             rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
-                              alt_out=unq_out, alt_slots=unq_slots)
+                              alt_out=alt_outs or None, alt_slots=alt_slots or None)
         reports[b.name] = _judged(rep, env)
     emu.slots = emu.main = None  # free the twin
     return CheckResult(problem=problem, envelope=env, reports=reports, reference_seconds=ref_s)

@@ -153,8 +153,11 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
     """``slot_outs[j]``: the backend's [T, H] output of probe j; ``ref_slots``/``twin_slots``/``alt_slots``: [T, k, H].
 
     ``twin_slots``: the expected numerics (default: the reference); ``alt_slots``: the other
-    acceptable expected output (the unquantized-weight forward), or None.
+    acceptable expected outputs (the weight-format family: the unquantized-weight forward and the
+    weights re-quantized by legitimate other quantizers, :func:`sm120lab.moe.envelope.weight_format_alternates`),
+    one tensor or a sequence, or None; per cell the nearest of them is kept (``alt_num``/``alt_den``).
     """
+    alts = _alternates(alt_slots)
     nums, dens, bads, zeros, dnums, ddens, anums, adens = [], [], [], [], [], [], [], []
     for j, out in enumerate(slot_outs):
         sentinel, nan, inf = _masks(out)
@@ -169,10 +172,10 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
         dnums.append(torch.where(bad, inf_row, _sq_rows(o, tw)))
         dens.append(den)
         ddens.append(_sq_rows(tw))
-        if alt_slots is not None:
-            alt = alt_slots[:, j].double()
-            anums.append(torch.where(bad, inf_row, _sq_rows(o, alt)))
-            adens.append(_sq_rows(alt))
+        if alts:
+            an, ad = _nearest_alternate(o, [a[:, j] for a in alts])
+            anums.append(torch.where(bad, inf_row, an))
+            adens.append(ad)
         bads.append(bad)
         zeros.append((o == 0).all(dim=1) & ~bad & (den > 0))
     st = lambda xs: torch.stack(xs, dim=1).cpu().numpy() if xs else None  # noqa: E731
@@ -190,8 +193,33 @@ class TokenDiff:
     zero: np.ndarray           # bool [T]: row exactly zero while the twin row is not
 
 
-def token_diff(out: torch.Tensor, twin: torch.Tensor, alt: torch.Tensor | None = None) -> TokenDiff:
-    """Per-token deviation of a main-run output [T, H] from ``twin`` (and ``alt``), both [T, H]."""
+def _alternates(alt) -> list[torch.Tensor]:
+    """None, one tensor or a sequence of tensors -> a list (the acceptable other expected outputs)."""
+    if alt is None:
+        return []
+    return [alt] if isinstance(alt, torch.Tensor) else [a for a in alt if a is not None]
+
+
+def _nearest_alternate(o: torch.Tensor, alts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of ``o`` (float64 [T, H]): ``(||o - a||^2, ||a||^2)`` of the alternate ``a`` nearest to it in
+    relative terms (the smallest ``||o - a||^2 / ||a||^2``)."""
+    best_n = best_d = None
+    for a in alts:
+        a = a.double()
+        n, d = _sq_rows(o, a), _sq_rows(a)
+        if best_n is None:
+            best_n, best_d = n, d
+            continue
+        better = n * best_d.clamp_min(1e-300) < best_n * d.clamp_min(1e-300)
+        best_n, best_d = torch.where(better, n, best_n), torch.where(better, d, best_d)
+    return best_n, best_d
+
+
+def token_diff(out: torch.Tensor, twin: torch.Tensor, alt=None) -> TokenDiff:
+    """Per-token deviation of a main-run output [T, H] from ``twin`` (and ``alt``), both [T, H].
+
+    ``alt``: one tensor or a sequence (the weight-format family: :func:`sm120lab.moe.envelope.weight_format_alternates`);
+    ``dev_alt`` is then the deviation from the nearest of them, per token."""
     sentinel, nan, inf = _masks(out)
     badm = sentinel | nan | inf
     bad = badm.any(dim=1)
@@ -204,8 +232,12 @@ def token_diff(out: torch.Tensor, twin: torch.Tensor, alt: torch.Tensor | None =
         return cell_rel(num.cpu().numpy(), _sq_rows(x).cpu().numpy(), one_group, floor=DEV_FLOOR)
 
     zero = (o == 0).all(dim=1) & ~bad & (_sq_rows(twin.double()) > 0)
-    return TokenDiff(dev=dev_from(twin), dev_alt=None if alt is None else dev_from(alt), bad=bad.cpu().numpy(),
-                     zero=zero.cpu().numpy())
+    alts = _alternates(alt)
+    dev_alt = None
+    for a in alts:
+        d = dev_from(a)
+        dev_alt = d if dev_alt is None else np.fmin(dev_alt, d)
+    return TokenDiff(dev=dev_from(twin), dev_alt=dev_alt, bad=bad.cpu().numpy(), zero=zero.cpu().numpy())
 
 
 def expert_errors(cells: CellDiff, topk_ids: torch.Tensor, num_experts: int) -> np.ndarray:

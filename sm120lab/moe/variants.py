@@ -12,6 +12,11 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
   output row (a *more precise* format than NVFP4): it deviates from the NVFP4 reference by NVFP4's
   own weight error, which the envelope measures per cell;
 - ``variant-bf16-weights``: the unquantized bf16 weights themselves (fp32 math).
+- legitimate NVFP4 *weight quantizer* variants (a checkpoint made by another quantizer): the bf16
+  weights re-quantized with E4M3 block scales rounded up (``variant-weight-scale-up``) or down
+  (``variant-weight-scale-down``): judged against the weight-format family of the envelope, held to 0
+  garbage. ``variant-weight-gscale-per-tensor`` / ``-pow2`` (other global scales) exist but are not in
+  that family or the sweep yet.
 
 - legitimate NVFP4 *activation quantizer* variants (W4A4 backends, judged against
   ``emulated-w4a4``, which rounds block scales to nearest with the layer's static amax global
@@ -43,8 +48,8 @@ from .grouping import grouped_moe_forward
 from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "ActQuantVariant", "GlobalScale", "Reciprocal",
-           "ScaleRounding", "Variant",
+__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
+           "GlobalScale", "Reciprocal", "ScaleRounding", "Variant", "WeightGlobalScale", "WeightQuantVariant",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
@@ -279,11 +284,69 @@ Pow2GlobalScale = _quantizer("Pow2GlobalScale", "variant-act-gscale-pow2", gscal
 ApproxReciprocal = _quantizer("ApproxReciprocal", "variant-act-recip-ulp-low", reciprocal=Reciprocal.ONE_ULP_LOW)
 
 
+class WeightGlobalScale(StrEnum):
+    """Which fp32 global scale a weight quantizer uses (``gs = 448*6 / m``)."""
+
+    PER_EXPERT = "per-expert"  # m = amax of each expert's tensor: the checkpoint's own (problem.w13.global_scale)
+    PER_TENSOR = "per-tensor"  # m = amax over every expert's tensor (one global scale for the layer's experts)
+    POW2 = "pow2"              # the per-expert scale rounded down to a power of two (nothing saturates)
+
+
+class WeightQuantVariant(Variant):
+    """A W4A16 backend whose NVFP4 weights came from another legitimate quantizer than the checkpoint's:
+    the bf16 weights re-quantized with other block-scale rounding or another global scale (fp32 math).
+
+    It does not compute the checkpoint's numbers (its codes differ), so it is judged like a backend with
+    another weight format: degraded with the reason, never garbage (the weight-format family of
+    :func:`sm120lab.moe.envelope.weight_format_alternates`)."""
+
+    def __init__(self, rounding: ScaleRounding = ScaleRounding.NEAREST,
+                 gscale: WeightGlobalScale = WeightGlobalScale.PER_EXPERT, name: str | None = None):
+        self.rounding, self.gscale = ScaleRounding(rounding), WeightGlobalScale(gscale)
+        self.difference = f"weights re-quantized from bf16: block scales rounded {self.rounding}, {self.gscale} global scales"
+        self.name = name or f"variant-weight-{self.rounding}-{self.gscale}"
+
+    def _requant(self, w_bf16: torch.Tensor, q) -> torch.Tensor:
+        gs = q.global_scale.float().reshape(-1)
+        if self.gscale == WeightGlobalScale.PER_TENSOR:
+            gs = torch.full_like(gs, float(gs.min()))  # the largest amax of all experts
+        elif self.gscale == WeightGlobalScale.POW2:
+            gs = torch.exp2(torch.floor(torch.log2(gs)))
+        return torch.stack([fake_quant_nvfp4(w_bf16[e], gs[e].reshape(1), rounding=self.rounding)
+                            for e in range(w_bf16.shape[0])])
+
+    def run(self, problem, out):
+        w13 = self._requant(_unquantized(problem, "w13"), problem.w13)
+        w2 = self._requant(_unquantized(problem, "w2"), problem.w2)
+        out.copy_(self._forward(problem, lambda e: w13[e], lambda e: w2[e], torch.float32))
+        return {"difference": self.difference}
+
+
+def _weight_quantizer(cls_name: str, name: str, **kw) -> type[WeightQuantVariant]:
+    """A named :class:`WeightQuantVariant` with fixed settings."""
+    def __init__(self):
+        WeightQuantVariant.__init__(self, name=name, **kw)
+    return type(cls_name, (WeightQuantVariant,), {"__init__": __init__, "__module__": __name__,
+                                                    "__doc__": f"``{name}``: :class:`WeightQuantVariant` with {kw}."})
+
+
+WeightScaleRoundUp = _weight_quantizer("WeightScaleRoundUp", "variant-weight-scale-up", rounding=ScaleRounding.UP)
+WeightScaleRoundDown = _weight_quantizer("WeightScaleRoundDown", "variant-weight-scale-down",
+                                         rounding=ScaleRounding.DOWN)
+WeightPerTensorGlobalScale = _weight_quantizer("WeightPerTensorGlobalScale", "variant-weight-gscale-per-tensor",
+                                               gscale=WeightGlobalScale.PER_TENSOR)
+WeightPow2GlobalScale = _weight_quantizer("WeightPow2GlobalScale", "variant-weight-gscale-pow2",
+                                          gscale=WeightGlobalScale.POW2)
+#: legitimate weight-quantizer variants (checkpoints from other quantizers) the envelope's weight-format family
+#: covers: held to 0 garbage like the rest. The global-scale variants above are not in that family yet (a
+#: per-tensor scale was judged garbage by the one-cell rule at tiny/single T=1, seed 669804163): not swept
+WEIGHT_QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (WeightScaleRoundUp, WeightScaleRoundDown)
+
 #: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage
 QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
                                                  PerTokenGlobalScale, Pow2GlobalScale, ApproxReciprocal)
 VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights,
-                                       *QUANTIZER_VARIANTS)
+                                       *WEIGHT_QUANTIZER_VARIANTS, *QUANTIZER_VARIANTS)
 #: calibrations that saturate activations (a static percentile scale clips the largest values):
 #: swept and recorded, judged by the envelope (a token with a massive activation clipped by 65% is
 #: real damage), not held to 0 garbage
