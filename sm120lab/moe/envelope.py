@@ -93,18 +93,15 @@ def weight_format_alternates(problem, dtype: torch.dtype, unq_slots=None) -> lis
     unq = unquantized_reference_slots(problem, dtype) if unq_slots is None else unq_slots
     if unq is None:
         return []
-    from .variants import ScaleRounding, fake_quant_nvfp4
+    from .variants import ScaleRounding, requantize_expert
 
     out = [unq]
-    for rounding in WEIGHT_FORMAT_ROUNDINGS:
-        r = ScaleRounding(rounding)
-
-        def requant(w_bf16, q, e, r=r):
-            return fake_quant_nvfp4(w_bf16[e], q.global_scale[e].reshape(1), rounding=r).to(dtype)
-
-        out.append(grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
-                                       lambda e, r=r: requant(problem.w13_bf16, problem.w13, e),
-                                       lambda e, r=r: requant(problem.w2_bf16, problem.w2, e), per_slot=True))
+    for rounding in map(ScaleRounding, WEIGHT_FORMAT_ROUNDINGS):
+        out.append(grouped_moe_forward(
+            problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
+            lambda e, r=rounding: requantize_expert(problem.w13_bf16, problem.w13.global_scale, e, r).to(dtype),
+            lambda e, r=rounding: requantize_expert(problem.w2_bf16, problem.w2.global_scale, e, r).to(dtype),
+            per_slot=True))
     return out
 
 

@@ -31,6 +31,7 @@ from .metrics import (
     CellDiff,
     OutputDiff,
     TokenDiff,
+    as_alternates,
     cell_diff,
     cell_rel,
     expert_errors,
@@ -219,8 +220,7 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
         return rep
     rep.diff = output_diff(out, ref_out)
     rep.diff_twin = None if twin_out is None else output_diff(out, twin_out)
-    alts = [alt_out] if isinstance(alt_out, torch.Tensor) else list(alt_out or [])
-    rep.diff_alt = min((output_diff(out, a) for a in alts), key=lambda d: d.rel_fro, default=None)
+    rep.diff_alt = min((output_diff(out, a) for a in as_alternates(alt_out)), key=lambda d: d.rel_fro, default=None)
     rep.token_dev = token_diff(out, ref_out if twin_out is None else twin_out, alt_out)
     rep.topk_ids = problem.topk_ids.cpu().numpy()
     if probes:

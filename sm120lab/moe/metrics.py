@@ -33,7 +33,7 @@ import torch
 
 from sm120lab.constants import SENTINEL
 
-__all__ = ["DEV_FLOOR", "OutputDiff", "CellDiff", "TokenDiff", "cell_rel", "output_diff", "cell_diff", "token_diff",
+__all__ = ["DEV_FLOOR", "as_alternates", "OutputDiff", "CellDiff", "TokenDiff", "cell_rel", "output_diff", "cell_diff", "token_diff",
            "expert_errors", "expert_pool", "mixing_dev"]
 
 
@@ -157,7 +157,7 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
     weights re-quantized by legitimate other quantizers, :func:`sm120lab.moe.envelope.weight_format_alternates`),
     one tensor or a sequence, or None; per cell the nearest of them is kept (``alt_num``/``alt_den``).
     """
-    alts = _alternates(alt_slots)
+    alts = as_alternates(alt_slots)
     nums, dens, bads, zeros, dnums, ddens, anums, adens = [], [], [], [], [], [], [], []
     for j, out in enumerate(slot_outs):
         sentinel, nan, inf = _masks(out)
@@ -193,7 +193,7 @@ class TokenDiff:
     zero: np.ndarray           # bool [T]: row exactly zero while the twin row is not
 
 
-def _alternates(alt) -> list[torch.Tensor]:
+def as_alternates(alt) -> list[torch.Tensor]:
     """None, one tensor or a sequence of tensors -> a list (the acceptable other expected outputs)."""
     if alt is None:
         return []
@@ -232,7 +232,7 @@ def token_diff(out: torch.Tensor, twin: torch.Tensor, alt=None) -> TokenDiff:
         return cell_rel(num.cpu().numpy(), _sq_rows(x).cpu().numpy(), one_group, floor=DEV_FLOOR)
 
     zero = (o == 0).all(dim=1) & ~bad & (_sq_rows(twin.double()) > 0)
-    alts = _alternates(alt)
+    alts = as_alternates(alt)
     dev_alt = None
     for a in alts:
         d = dev_from(a)

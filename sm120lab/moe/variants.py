@@ -15,8 +15,8 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
 - legitimate NVFP4 *weight quantizer* variants (a checkpoint made by another quantizer): the bf16
   weights re-quantized with E4M3 block scales rounded up (``variant-weight-scale-up``) or down
   (``variant-weight-scale-down``): judged against the weight-format family of the envelope, held to 0
-  garbage. ``variant-weight-gscale-per-tensor`` / ``-pow2`` (other global scales) exist but are not in
-  that family or the sweep yet.
+  garbage. Other weight global scales (``WeightQuantVariant(gscale=...)``: per-tensor, power of two)
+  are not in that family or the sweep yet.
 
 - legitimate NVFP4 *activation quantizer* variants (W4A4 backends, judged against
   ``emulated-w4a4``, which rounds block scales to nearest with the layer's static amax global
@@ -50,6 +50,7 @@ from .reference import dequantize_expert
 
 __all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
            "GlobalScale", "Reciprocal", "ScaleRounding", "Variant", "WeightGlobalScale", "WeightQuantVariant",
+           "requantize_expert",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
@@ -265,12 +266,15 @@ class ActQuantVariant(Variant):
         return {"difference": self.difference}
 
 
-def _quantizer(cls_name: str, name: str, **kw) -> type[ActQuantVariant]:
-    """A named :class:`ActQuantVariant` with fixed settings (a class, so the sweep can list and build it)."""
+def _quantizer(cls_name: str, name: str, base: type | None = None, **kw) -> type:
+    """A named quantizer variant (``base``: :class:`ActQuantVariant` by default) with fixed settings (a class,
+    so the sweep can list and build it)."""
+    base = base or ActQuantVariant
+
     def __init__(self):
-        ActQuantVariant.__init__(self, name=name, **kw)
-    return type(cls_name, (ActQuantVariant,), {"__init__": __init__, "__module__": __name__,
-                                                "__doc__": f"``{name}``: :class:`ActQuantVariant` with {kw}."})
+        base.__init__(self, name=name, **kw)
+    return type(cls_name, (base,), {"__init__": __init__, "__module__": __name__,
+                                    "__doc__": f"``{name}``: :class:`{base.__name__}` with {kw}."})
 
 
 ScaleRoundUp = _quantizer("ScaleRoundUp", "variant-act-scale-up", rounding=ScaleRounding.UP)
@@ -282,6 +286,12 @@ PerExpertGlobalScale = _quantizer("PerExpertGlobalScale", "variant-act-gscale-pe
 PerTokenGlobalScale = _quantizer("PerTokenGlobalScale", "variant-act-gscale-per-token", gscale=GlobalScale.PER_TOKEN)
 Pow2GlobalScale = _quantizer("Pow2GlobalScale", "variant-act-gscale-pow2", gscale=GlobalScale.POW2)
 ApproxReciprocal = _quantizer("ApproxReciprocal", "variant-act-recip-ulp-low", reciprocal=Reciprocal.ONE_ULP_LOW)
+
+
+def requantize_expert(w_bf16: torch.Tensor, gs: torch.Tensor, e: int, rounding: ScaleRounding) -> torch.Tensor:
+    """Expert ``e`` of the bf16 weights ``w_bf16`` [E, N, K] re-quantized to NVFP4 with global scale ``gs[e]``
+    and E4M3 block scales rounded by ``rounding``, dequantized to fp32 [N, K]."""
+    return fake_quant_nvfp4(w_bf16[e], gs.reshape(-1)[e].reshape(1), rounding=rounding)
 
 
 class WeightGlobalScale(StrEnum):
@@ -312,8 +322,7 @@ class WeightQuantVariant(Variant):
             gs = torch.full_like(gs, float(gs.min()))  # the largest amax of all experts
         elif self.gscale == WeightGlobalScale.POW2:
             gs = torch.exp2(torch.floor(torch.log2(gs)))
-        return torch.stack([fake_quant_nvfp4(w_bf16[e], gs[e].reshape(1), rounding=self.rounding)
-                            for e in range(w_bf16.shape[0])])
+        return torch.stack([requantize_expert(w_bf16, gs, e, self.rounding) for e in range(w_bf16.shape[0])])
 
     def run(self, problem, out):
         w13 = self._requant(_unquantized(problem, "w13"), problem.w13)
@@ -322,24 +331,14 @@ class WeightQuantVariant(Variant):
         return {"difference": self.difference}
 
 
-def _weight_quantizer(cls_name: str, name: str, **kw) -> type[WeightQuantVariant]:
-    """A named :class:`WeightQuantVariant` with fixed settings."""
-    def __init__(self):
-        WeightQuantVariant.__init__(self, name=name, **kw)
-    return type(cls_name, (WeightQuantVariant,), {"__init__": __init__, "__module__": __name__,
-                                                    "__doc__": f"``{name}``: :class:`WeightQuantVariant` with {kw}."})
-
-
-WeightScaleRoundUp = _weight_quantizer("WeightScaleRoundUp", "variant-weight-scale-up", rounding=ScaleRounding.UP)
-WeightScaleRoundDown = _weight_quantizer("WeightScaleRoundDown", "variant-weight-scale-down",
-                                         rounding=ScaleRounding.DOWN)
-WeightPerTensorGlobalScale = _weight_quantizer("WeightPerTensorGlobalScale", "variant-weight-gscale-per-tensor",
-                                               gscale=WeightGlobalScale.PER_TENSOR)
-WeightPow2GlobalScale = _weight_quantizer("WeightPow2GlobalScale", "variant-weight-gscale-pow2",
-                                          gscale=WeightGlobalScale.POW2)
+WeightScaleRoundUp = _quantizer("WeightScaleRoundUp", "variant-weight-scale-up", base=WeightQuantVariant,
+                                rounding=ScaleRounding.UP)
+WeightScaleRoundDown = _quantizer("WeightScaleRoundDown", "variant-weight-scale-down", base=WeightQuantVariant,
+                                  rounding=ScaleRounding.DOWN)
 #: legitimate weight-quantizer variants (checkpoints from other quantizers) the envelope's weight-format family
-#: covers: held to 0 garbage like the rest. The global-scale variants above are not in that family yet (a
-#: per-tensor scale was judged garbage by the one-cell rule at tiny/single T=1, seed 669804163): not swept
+#: covers: held to 0 garbage like the rest. Other global scales (``WeightQuantVariant(gscale=...)``) are not in
+#: that family yet (a per-tensor scale was judged garbage by the one-cell rule at tiny/single T=1, seed
+#: 669804163): not swept
 WEIGHT_QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (WeightScaleRoundUp, WeightScaleRoundDown)
 
 #: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage

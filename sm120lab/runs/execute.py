@@ -380,10 +380,10 @@ def execute_all(notebooks: list[Path], run_dir: Path, params: dict[str, Any] | N
     interrupted = False
     # Ctrl-C is remembered as well as raised: code under papermill (the kernel's start-up) may catch the
     # KeyboardInterrupt, and the run must still stop after the notebook it landed in
-    sigint: list[float] = []
+    sigint: list[bool] = []  # non-empty once Ctrl-C came
 
     def on_sigint(signum, frame):
-        sigint.append(time.monotonic())
+        sigint.append(True)
         raise KeyboardInterrupt
 
     # only over Python's own handler: a SIGINT that the caller ignores (nohup) or handles stays theirs
