@@ -63,6 +63,7 @@ test-full: $(STAMP) lint
 FRESH_N       ?= 25
 FRESH_PRESETS ?= tiny,small
 FRESH_DEVICE  ?= cpu
+FRESH_JOBS    ?= 2
 FRESH_TESTS   ?= tests/test_moe_sweep.py tests/test_moe_verdict_properties.py tests/test_moe_harness.py
 
 fresh-seeds: $(STAMP)
@@ -70,7 +71,7 @@ fresh-seeds: $(STAMP)
 	tests=$$?; \
 	seed=$$($(VPY) -c "import os; print(int.from_bytes(os.urandom(4), 'little') & 0x7FFFFFFF)"); \
 	$(VENV)/bin/sm120lab check --sweep $(FRESH_N) --preset $(FRESH_PRESETS) --routing all --seed $$seed \
-	  --device $(FRESH_DEVICE) --json data/correctness/fresh_seeds/sweep_$$(date -u +%Y-%m-%d)_seed$$seed.json; \
+	  --device $(FRESH_DEVICE) --jobs $(FRESH_JOBS) --json data/correctness/fresh_seeds/sweep_$$(date -u +%Y-%m-%d)_seed$$seed.json; \
 	sweep=$$?; \
 	test $$tests -eq 0 && test $$sweep -eq 0
 

@@ -6,7 +6,6 @@ data/correctness/false_alarm_sweep.json; CI runs 48 tiny problems of it at a fix
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -276,14 +275,16 @@ def test_issue21_sweep_misses_stay_fixed(preset, family, seed_, name):
 
 def test_percentile_calibration_saturates_a_massive_activation():
     """Why the 99.99th-percentile global scale is not in the legitimate set: on this problem it clips
-    the largest intermediate value by 65% and the layer's error is 5.7 x the NVFP4 activation error."""
+    the largest intermediate value by 65% and the layer's error is 5.7 x the NVFP4 activation error: never ``correct``."""
     from sm120lab.moe.variants import SATURATING_VARIANTS, PercentileGlobalScale
 
     p = problem_of("small", "sparse", 75)
     res = check(p, [PercentileGlobalScale()], keep_output=False)
     rep = res.reports["variant-act-gscale-percentile"]
     assert PercentileGlobalScale in SATURATING_VARIANTS
-    assert rep.diff.rel_fro > 5 * res.envelope.e_a and rep.verdict == Verdict.GARBAGE
+    # 5.7 e_a; under the calibrated rule (issue 32) it is 3.8 x the activation family's layer band, below
+    # W4A4_GLOBAL_Z, so degraded: flagged as not correct, not called garbage
+    assert rep.diff.rel_fro > 5 * res.envelope.e_a and rep.verdict == Verdict.DEGRADED
 
 
 def test_an_approximate_reciprocal_flips_ties_and_is_not_garbage(seed):
@@ -343,19 +344,17 @@ def test_an_approximate_reciprocal_beyond_the_kernels_strict_bound_is_correct(se
 
 def test_per_expert_global_scale_on_a_two_cell_expert_is_not_systematic():
     """CI seed 963338572 drew tiny/hot seed 963338578: expert 6 served two cells, where emulated-w4a4's error
-    happened to be 0.026 on the larger one (0.13-0.19 on the other experts) and per-expert global scales give
-    0.26: 9.1x that expert's band, a false systematic expert. The band of an expert with at most two cells is
-    now at least half the routed experts' median (verdict.w4a4_expert_band)."""
+    vs the reference happened to be 0.026 on the larger one (0.13-0.19 on the other experts) and per-expert
+    global scales give 0.26: 9.1x the old band (emulated-w4a4 vs the reference), a false systematic expert, then
+    patched with a floor for two-cell experts. The calibrated rule judges the variant in the band of the other
+    activation quantizers of the null family, where it is no systematic expert (pinned)."""
     from sm120lab.moe.variants import PerExpertGlobalScale
-    from sm120lab.moe.verdict import W4A4_EXPERT_Z, pooled_deviation, w4a4_expert_band
 
     p = problem_of("tiny", "hot", 963338578)
     v = PerExpertGlobalScale()
     rep = check(p, [v], keep_output=False).reports[v.name]
+    assert int((p.topk_ids == 6).sum()) == 2
     assert rep.verdict != Verdict.GARBAGE and not rep.flagged_experts, rep.reasons
-    raw = rep.expert_band[6]
-    assert int((p.topk_ids == 6).sum()) == 2 and w4a4_expert_band(rep)[6] > 2 * raw
-    assert pooled_deviation(rep)[6] / raw > W4A4_EXPERT_Z  # what the raw band called systematic
 
 
 @pytest.mark.parametrize("family,seed", [("uniform", 319839912), ("hot", 319839912), ("hot", 7000092)])
@@ -383,12 +382,15 @@ def test_offset_fault_is_observable_and_pinned(family, seed):
 
 @pytest.mark.parametrize("variant,family,seed_", [("ScaleRoundUp", "single", 7000020),
                                                   ("ScaleRoundUp", "mostly-empty", 7000020),
-                                                  ("Pow2GlobalScale", "single", 8000004)])
+                                                  ("Pow2GlobalScale", "single", 8000004),
+                                                  ("Pow2GlobalScale", "single", 681662493)])
 def test_other_activation_quantizers_at_one_token_are_not_garbage(variant, family, seed_):
-    """A second sweep (seeds from 7000000) and a scan (from 8000000) drew one-token problems where a
-    legitimate activation quantizer (E4M3 block scales rounded up; power-of-two global scales) sits 5.6
-    and 7.2 e_a from both expected outputs: rounding noise on a handful of NVFP4 blocks, not a bug, so
-    the W4A4 global limit is 10 e_a below 8 tokens (5 above; notes/correctness.md)."""
+    """A second sweep (seeds from 7000000), a scan (from 8000000) and CI seed 681662487 drew one-token problems
+    where a legitimate activation quantizer (E4M3 block scales rounded up; power-of-two global scales) sat 5.6
+    and 7.2 e_a from both expected outputs, or one expert's only cell at 8.98 x the old band: rounding noise on
+    a handful of NVFP4 blocks, not a bug. They were patched with a 10 e_a limit below 8 tokens and a 12x rule
+    for one-cell experts; the calibrated rule (each quantizer judged in the band of the others) needs neither
+    (pinned)."""
     from sm120lab.moe import variants
 
     prob = problem_of("tiny", family, seed_, "cpu")
@@ -396,44 +398,21 @@ def test_other_activation_quantizers_at_one_token_are_not_garbage(variant, famil
     v = getattr(variants, variant)()
     res = check(prob, ["reference", v], keep_output=False)
     rep = res.reports[v.name]
-    assert rep.verdict != Verdict.GARBAGE, rep.reasons
-    assert rep.diff.rel_fro > 5.0 * res.envelope.e_a  # the case itself: beyond the limit of larger problems
-
-
-def test_one_cell_expert_is_judged_as_a_cell():
-    """CI seed 681662487 drew a one-token problem where power-of-two global scales put expert 7's only
-    cell at 8.98 x its activation-rounding band: beyond the expert rule's 8 (a pattern over an expert's
-    cells) but inside the cell rule's 12. One cell is no pattern, so it is held to the cell's z."""
-    from sm120lab.moe.variants import Pow2GlobalScale
-    from sm120lab.moe.verdict import W4A4_CELL_Z, W4A4_EXPERT_Z
-
-    prob = problem_of("tiny", "single", 681662493, "cpu")
-    v = Pow2GlobalScale()
-    rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
     assert rep.verdict != Verdict.GARBAGE and not rep.flagged_experts, rep.reasons
-    score = float(np.nanmax(rep_pooled_over_band(rep)))
-    assert W4A4_EXPERT_Z < score < W4A4_CELL_Z, score
-
-
-def rep_pooled_over_band(rep):
-    from sm120lab.moe.verdict import pooled_deviation
-
-    return pooled_deviation(rep) / np.maximum(rep.expert_band, 1e-12)
 
 
 @pytest.mark.parametrize("family", ["uniform", "zipf"])
-def test_a_token_whose_own_w4a4_rounding_was_exact_keeps_its_experts_band(family):
+def test_a_token_whose_own_w4a4_rounding_was_exact_is_not_garbage(family):
     """A third hunt (seeds from 9000000) drew token 12 (hidden amax 17 against a median of 6.2): emulated
     W4A4 happened to round it to 0.056 of the reference, the lowest of 48 tokens (median 0.16), and block
-    scales rounded up sat 12.2 x that band away: garbage. A token's band is now at least the smallest
-    pooled band of its experts (as a cell's is at least its expert's)."""
+    scales rounded up sat 12.2 x that band away: garbage, then patched with a token band floored at its
+    experts'. The calibrated rule's token band is the other activation quantizers' spread (pinned)."""
     from sm120lab.moe.variants import ScaleRoundUp
 
     prob = problem_of("tiny", family, 9000121, "cpu")
     v = ScaleRoundUp()
     rep = check(prob, ["reference", v], keep_output=False).reports[v.name]
     assert rep.verdict != Verdict.GARBAGE, rep.reasons
-    assert rep.token_dev.dev[12] > 12 * rep.token_band[12]  # the case itself: beyond the token's own band
 
 
 def test_a_lone_cell_of_a_backend_with_its_own_numerics_is_no_systematic_expert():
@@ -477,9 +456,13 @@ def test_a_shared_activation_fault_seen_in_one_cell_may_name_that_cells_expert()
     assert prob.tokens == 2
     fault = ActBlock32()
     rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
-    assert rep.verdict == Verdict.GARBAGE and rep.flagged_experts == [6], rep.reasons  # the case itself
-    assert any("one cell cannot tell" in r for r in rep.reasons), rep.reasons
+    # the calibrated rule (issue 32): 0.42 from emulated-w4a4 is inside 12 x the null family's band there, so
+    # degraded, nothing pinned
+    assert rep.verdict == Verdict.DEGRADED and not rep.flagged_experts, rep.reasons
     assert judge_fault(fault, prob, rep).localized
+    # the judge's one-cell exception, on the report as the earlier rule made it (garbage, expert 6 named)
+    rep.verdict, rep.flagged_experts = Verdict.GARBAGE, [6]
+    assert int(prob.expert_counts()[6]) == 1 and judge_fault(fault, prob, rep).localized
     # an expert that served two cells is still a subset pin: the same report with expert 1 named fails
     rep.flagged_experts = [1]
     assert int(prob.expert_counts()[1]) == 2 and not judge_fault(fault, prob, rep).localized
@@ -547,3 +530,36 @@ def test_weights_from_another_legitimate_quantizer_are_not_garbage(family):
         assert res.reports[c().name].verdict == "degraded", (c().name, res.reports[c().name].reasons)
     assert res.reports["reference"].verdict == "correct"
     assert res.reports[SwappedExperts().name].verdict == "garbage"
+
+
+@pytest.mark.parametrize("name,preset,family,seed_", [
+    ("variant-act-scale-down", "tiny", "uniform", 41000078),
+    ("variant-act-scale-down", "tiny", "zipf", 41000078),
+    ("variant-weight-nearest-per-tensor", "tiny", "single", 43000001),
+    ("variant-weight-nearest-per-tensor", "tiny", "mostly-empty", 43000093),
+])
+def test_calibration_sweeps_false_alarms_stay_fixed(name, preset, family, seed_):
+    """The calibration sweeps of the null-family rule (issue 32, notes/correctness.md) drew these: block scales
+    rounded down judged by the other activation quantizers alone (a token 20.9 x their band, before the
+    unquantized activations joined the family), and a per-tensor weight global scale at one and two tokens
+    (one expert bit-equal, the other re-quantized: a "systematic expert" before per-tensor scales joined the
+    weight-format family). Not garbage now."""
+    from sm120lab.moe.variants import all_variants
+
+    v = next(b for b in all_variants() if b.name == name)
+    rep = check(problem_of(preset, family, seed_), ["reference", v], keep_output=False).reports[name]
+    assert rep.verdict != Verdict.GARBAGE, rep.reasons
+
+
+@pytest.mark.parametrize("family,seed_", [("uniform", 41000019), ("zipf", 41000131), ("hot", 41000000)])
+def test_an_off_by_one_offset_is_caught_where_a_weight_radius_rule_missed_it(family, seed_):
+    """A rule tried in the calibration (notes/correctness.md: a radius around the unquantized-weight forward for
+    backends far from the twin) missed the off-by-one fault (one cell on the next expert, a change >= 1) 18
+    times in 900 problems; it was not kept, and these stay caught and localized exactly."""
+    from sm120lab.moe.faults import OffByOneOffsets, judge_fault
+
+    prob = problem_of("tiny", family, seed_)
+    fault = OffByOneOffsets()
+    rep = check(prob, ["reference", fault], keep_output=False).reports[fault.name]
+    out = judge_fault(fault, prob, rep)
+    assert out.caught and out.exact, (rep.flagged_experts, rep.flagged_tokens, rep.reasons)

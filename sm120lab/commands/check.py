@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--allow-skips", action="store_true", help="exit 0 even when every requested backend was skipped")
     p.add_argument("--sweep", type=int, default=None, metavar="N",
                    help="run the false-alarm sweep with N problems per preset and routing family")
+    p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
+                   help="merge sweep records (--sweep --json files run apart) into --json; exit 1 if any failed")
+    p.add_argument("--jobs", type=int, default=1, metavar="J",
+                   help="with --sweep: worker processes (CPU: one torch thread each; default 1)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the full report (with envinfo) here")
     p.add_argument("--list", action="store_true", help="list presets, routings and backends, then exit")
     p.set_defaults(func=run)
@@ -120,6 +124,8 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
 
     if args.sweep < 1:
         raise SystemExit(f"--sweep: expected a positive number of problems, got {args.sweep}")
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs: expected a positive number of worker processes, got {args.jobs}")
     if args.seed + args.sweep - 1 > SEED_MAX:
         raise SystemExit(f"--seed: the sweep's seeds {args.seed}..{args.seed + args.sweep - 1} pass 2**63-1; "
                          f"expected a first seed <= {SEED_MAX - args.sweep + 1}")
@@ -136,8 +142,10 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
 
     env = collect()  # the code and packages the sweep runs with (the commit may move during a long sweep)
     try:
-        record = false_alarm_sweep(presets, families, args.sweep, args.seed, device,
-                                progress=lambda xs: tqdm(xs, desc="sweep", unit="problem", file=sys.stderr))
+        total = len(presets) * len(families) * args.sweep
+        record = false_alarm_sweep(presets, families, args.sweep, args.seed, device, jobs=args.jobs,
+                                   progress=lambda xs: tqdm(xs, desc="sweep", unit="problem", total=total,
+                                                            file=sys.stderr))
     except ValueError as exc:
         print(f"bad arguments: {exc}", file=sys.stderr)
         return 2
@@ -152,6 +160,38 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
         print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
     if target is not None:
         _write_json(target, record, args, env)
+    return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
+
+
+def _merge(args, target: Path | None) -> int:
+    """``--merge``: read the sweep records, merge them (:func:`sm120lab.moe.sweep.merge_sweeps`), write ``--json``."""
+    import json
+
+    from sm120lab.moe.sweep import merge_sweeps
+
+    if target is None:
+        print("--merge: expected --json FILE for the merged record", file=sys.stderr)
+        return 2
+    records = []
+    for path in args.merge:
+        try:
+            records.append(json.loads(Path(path).read_text()))
+        except OSError as exc:
+            print(f"--merge: {path!r}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"--merge: {path!r} is not JSON ({exc})", file=sys.stderr)
+            return 2
+    try:
+        record = merge_sweeps(records, [str(p) for p in args.merge])
+    except ValueError as exc:
+        print(f"--merge: {exc}", file=sys.stderr)
+        return 2
+    tot = record["totals"]
+    print(f"merged {len(records)} sweep records: {tot['problems']} problems; false garbage {tot['false_garbage']}, "
+          f"false errors {tot['false_errors']}, required faults not caught and localized "
+          f"{tot['required_faults_not_localized']}")
+    _write_json(target, record, args)
     return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
 
 
@@ -216,6 +256,8 @@ def run(args) -> int:
             print(err, file=sys.stderr)
             return 2
     target = _json_target(args.json)
+    if args.merge is not None:
+        return _merge(args, target)
     if args.sweep is not None:
         return _run_sweep(args, device, target)
     from sm120lab.moe.faults import all_faults

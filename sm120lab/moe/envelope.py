@@ -17,10 +17,10 @@ Global limits (relative Frobenius error of the whole output vs the reference):
     degraded : in between (an error no NVFP4 rounding explains, still correlated)
     garbage also when cosine < min(0.9, 1/sqrt(1 + garbage_rel^2)) (the cosine of an output whose
     error, uncorrelated with it, is at the garbage limit)
-    W4A4 backends: garbage_rel_w4a4 = max(garbage_rel, Z e_a) (and its cosine), Z = W4A4_GLOBAL_Z (5), or
-               W4A4_GLOBAL_Z_FEW (10) below W4A4_FEW_TOKENS (8) tokens: a legitimate activation quantizer
-               (other block-scale rounding or global scale) has its own activation error, measured up to
-               3.1 e_a at T = 48 and 7.2 e_a at T = 1 (notes/correctness.md)
+    W4A4 backends: garbage_rel_w4a4 = max(garbage_rel, Z B) (and its cosine), Z = W4A4_GLOBAL_Z, B the
+               layer band of the null family: the largest relative distance from emulated-w4a4 of any legitimate
+               activation quantizer on the same problem (:func:`null_bands`; each backend that is itself a
+               member is judged with the band of the others, ``BackendReport.layer_band``)
 
 Per (token, expert) cell the band is not usable: W4A4 noise is heavy-tailed per cell
 (``cell_a``/``cell_w``, the worst cells, reach ~1 on small shapes). Cells are therefore judged by
@@ -40,14 +40,21 @@ import torch
 
 from .grouping import grouped_moe_forward
 from .metrics import DEV_FLOOR, cell_rel
-from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_FEW_TOKENS, W4A4_GLOBAL_Z, W4A4_GLOBAL_Z_FEW
+from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_GLOBAL_Z
 
-__all__ = ["Envelope", "WEIGHT_FORMAT_ROUNDINGS", "make_envelope", "unquantized_reference_slots",
-           "weight_format_alternates"]
+__all__ = ["ACT_FAMILY", "Envelope", "MemberSpread", "WEIGHT_FAMILY", "WEIGHT_FORMAT_ROUNDINGS", "act_member_name",
+           "activation_family", "make_envelope", "member_spread", "null_bands", "unquantized_reference_slots",
+           "weight_format_alternates", "weight_format_family", "weight_member_name"]
 
-#: the weight quantizers of the null family besides the checkpoint's own (block scales rounded to nearest):
-#: E4M3 block scales rounded up and down, each expert's own global scale (real quantizers differ here)
+#: the weight quantizers of the null family besides the checkpoint's own (E4M3 block scales rounded to nearest,
+#: each expert's own global scale): (block-scale rounding, global scale), named as the sweep's variants
+WEIGHT_FAMILY = (("up", "per-expert"), ("down", "per-expert"), ("nearest", "per-tensor"), ("nearest", "pow2"))
+#: kept for callers: the block-scale roundings among them
 WEIGHT_FORMAT_ROUNDINGS = ("up", "down")
+#: the activation quantizers of the null family besides the contract's (``emulated-w4a4``: block scales to
+#: nearest, the layer's static global scales): (block-scale rounding, global scale)
+ACT_FAMILY = (("up", "per-layer"), ("down", "per-layer"), ("nearest", "per-expert"), ("nearest", "per-token"),
+              ("nearest", "pow2"))
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,26 @@ class Envelope:
     garbage_cosine_w4a4: float | None = None
     dev_correct: float = DEV_CORRECT
     dev_garbage: float = DEV_GARBAGE
+    act_layer_band: float | None = None  # the activation family's largest relative distance from emulated-w4a4
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def weight_member_name(rounding: str, gscale: str) -> str:
+    """The variant name of a weight-family member (``variant-weight-scale-up``, ``variant-weight-nearest-pow2``)."""
+    if gscale == "per-expert" and rounding != "nearest":
+        return f"variant-weight-scale-{rounding}"
+    return f"variant-weight-{rounding}-{gscale}"
+
+
+def act_member_name(rounding: str, gscale: str) -> str:
+    """The variant name of an activation-family member (``variant-act-scale-up``, ``variant-act-gscale-pow2``)."""
+    if gscale == "per-layer":
+        return f"variant-act-scale-{rounding}"
+    if rounding == "nearest":
+        return f"variant-act-gscale-{gscale}"
+    return f"variant-act-{rounding}-{gscale}"
 
 
 def unquantized_reference_slots(problem, dtype: torch.dtype) -> torch.Tensor | None:
@@ -79,30 +103,95 @@ def unquantized_reference_slots(problem, dtype: torch.dtype) -> torch.Tensor | N
                                per_slot=True)
 
 
-def weight_format_alternates(problem, dtype: torch.dtype, unq_slots=None) -> list[torch.Tensor]:
-    """The weight-format family a correct backend may compute with, as per-slot outputs [T, k, H] each:
+def weight_format_family(problem, dtype: torch.dtype, unq_slots=None) -> dict[str, torch.Tensor]:
+    """The weight half of the null family: per-slot outputs [T, k, H] of the weight formats a correct backend
+    may compute with, by name:
 
-    - the unquantized (bf16) weights (:func:`unquantized_reference_slots`): a backend with a more precise
-      weight format (FP8, bf16);
-    - the bf16 weights re-quantized to NVFP4 with E4M3 block scales rounded up, then down, instead of to
-      nearest (each expert's own global scale): a backend whose checkpoint came from another legitimate
-      quantizer.
+    - ``unquantized``: the bf16 weights themselves (:func:`unquantized_reference_slots`): a backend with a more
+      precise weight format (FP8, bf16);
+    - each quantizer of :data:`WEIGHT_FAMILY` (named by :func:`weight_member_name`): the bf16 weights
+      re-quantized to NVFP4 with E4M3 block scales rounded up or down instead of to nearest, or with one
+      global scale for every expert (per-tensor) or each expert's rounded down to a power of two: a backend
+      whose checkpoint came from another legitimate quantizer.
 
-    A cell or token is out of envelope only when it is far from the expected numerics AND from every member
-    (:mod:`.verdict`). Empty when the problem keeps no unquantized weights."""
+    A 16-bit-activation backend's cell or token is out of envelope only when it is far from the expected
+    numerics AND from every member (:mod:`.verdict`). Empty when the problem keeps no unquantized weights."""
     unq = unquantized_reference_slots(problem, dtype) if unq_slots is None else unq_slots
     if unq is None:
-        return []
-    from .variants import ScaleRounding, requantize_expert
+        return {}
+    from .variants import ScaleRounding, WeightGlobalScale, requantize_expert, weight_global_scales
 
-    out = [unq]
-    for rounding in map(ScaleRounding, WEIGHT_FORMAT_ROUNDINGS):
-        out.append(grouped_moe_forward(
+    out = {"unquantized": unq}
+    for rounding, gscale in WEIGHT_FAMILY:
+        r = ScaleRounding(rounding)
+        gs13 = weight_global_scales(problem.w13.global_scale, WeightGlobalScale(gscale))
+        gs2 = weight_global_scales(problem.w2.global_scale, WeightGlobalScale(gscale))
+        out[weight_member_name(rounding, gscale)] = grouped_moe_forward(
             problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
-            lambda e, r=rounding: requantize_expert(problem.w13_bf16, problem.w13.global_scale, e, r).to(dtype),
-            lambda e, r=rounding: requantize_expert(problem.w2_bf16, problem.w2.global_scale, e, r).to(dtype),
-            per_slot=True))
+            lambda e, r=r, g=gs13: requantize_expert(problem.w13_bf16, g, e, r).to(dtype),
+            lambda e, r=r, g=gs2: requantize_expert(problem.w2_bf16, g, e, r).to(dtype),
+            per_slot=True)
     return out
+
+
+def weight_format_alternates(problem, dtype: torch.dtype, unq_slots=None) -> list[torch.Tensor]:
+    """:func:`weight_format_family` as a list (the unquantized-weight forward first)."""
+    return list(weight_format_family(problem, dtype, unq_slots).values())
+
+
+def activation_family(problem, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The activation half of the null family: per-slot outputs [T, k, H] (fp32 math, the checkpoint's NVFP4
+    weights) of each legitimate activation quantizer of :data:`ACT_FAMILY` other than the contract's, by
+    name (:func:`act_member_name`). Their spread around ``emulated-w4a4`` per cell, expert, token and layer
+    is the band a W4A4 backend is judged in (:func:`null_bands`)."""
+    from .variants import GlobalScale, ScaleRounding, w4a4_forward
+
+    return {act_member_name(r, g): w4a4_forward(problem, None, rounding=ScaleRounding(r), gscale=GlobalScale(g),
+                                                per_slot=True).to(dtype)
+            for r, g in ACT_FAMILY}
+
+
+@dataclass
+class MemberSpread:
+    """How far one null-family member lands from the contract's output (``emulated-w4a4``), at every level."""
+
+    cell: np.ndarray    # float64 [T, k]: floored deviation per (token, expert) cell
+    expert: np.ndarray  # float64 [E]: pooled deviation per expert (NaN: unrouted)
+    token: np.ndarray   # float64 [T]: floored deviation of the main-run row
+    layer: float        # relative Frobenius distance of the whole output
+
+
+def member_spread(slots: torch.Tensor, twin_slots: torch.Tensor, twin_main: torch.Tensor, problem) -> MemberSpread:
+    """:class:`MemberSpread` of one member's per-slot outputs ``slots`` against the twin's."""
+    from .metrics import expert_pool, token_diff
+
+    ids = problem.topk_ids.cpu().numpy()
+    a, b = slots.double(), twin_slots.double()
+    num = ((a - b) ** 2).sum(-1).cpu().numpy()
+    den = (b ** 2).sum(-1).cpu().numpy()
+    main = (a * problem.topk_weights.to(a.dtype).unsqueeze(-1)).sum(1)
+    return MemberSpread(cell=cell_rel(num, den, ids, floor=DEV_FLOOR),
+                        expert=expert_pool(num, den, ids, problem.config.E),
+                        token=token_diff(main, twin_main).dev, layer=_rel(main, twin_main))
+
+
+def null_bands(spreads: dict[str, MemberSpread], exclude: str | None = None) -> dict:
+    """The W4A4 band at every level: the largest deviation from ``emulated-w4a4`` any legitimate activation
+    quantizer of the family reaches there, the member ``exclude`` left out (leave-one-out: a backend that is
+    itself a member is judged by the others)::
+
+        cell_band[t, j] = max_m dev_m[t, j]      expert_band[e] = max_m pooled_m[e]
+        token_band[t]   = max_m dev_m[t]         layer_band     = max_m rel_m
+
+    Returns a dict of those four (keys as the ``BackendReport`` fields); empty if no member is left."""
+    use = [s for name, s in spreads.items() if name != exclude]
+    if not use:
+        return {}
+    with np.errstate(invalid="ignore"):
+        return {"cell_band": np.fmax.reduce([s.cell for s in use]),
+                "expert_band": np.fmax.reduce([s.expert for s in use]),
+                "token_band": np.fmax.reduce([s.token for s in use]),
+                "layer_band": max(s.layer for s in use)}
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -120,11 +209,12 @@ _COMPUTE = object()
 
 
 def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: torch.Tensor,
-                  unq_slots=_COMPUTE) -> Envelope:
+                  unq_slots=_COMPUTE, layer_band: float | None = None) -> Envelope:
     """Band from the emulated-w4a4 run (a harness report) and the weight-only error on ``problem``.
 
     ``unq_slots``: :func:`unquantized_reference_slots` if the caller already has it (None: no
-    unquantized weights).
+    unquantized weights). ``layer_band``: the activation family's largest relative distance from
+    emulated-w4a4 (:func:`null_bands`; None: not computed, the W4A4 limit is then ``W4A4_GLOBAL_Z`` e_a).
     """
     e_a = float(emulated_report.diff.rel_fro)
     if not np.isfinite(e_a):
@@ -146,11 +236,11 @@ def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: to
         cell_w_dev = float(dev_w.max()) if dev_w.size else 0.0
     base = e_a + (e_w if e_w is not None else e_a)
     garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 2.0 * e_a)
-    z = W4A4_GLOBAL_Z_FEW if problem.tokens < W4A4_FEW_TOKENS else W4A4_GLOBAL_Z
-    garbage_w4a4 = max(garbage_rel, z * e_a)
+    garbage_w4a4 = max(garbage_rel, W4A4_GLOBAL_Z * (e_a if layer_band is None else layer_band))
     return Envelope(e_a=e_a, e_w=e_w, cell_a=cell_a, cell_w=cell_w, expert_a=expert_a, correct_rel=1.5 * e_a,
                     garbage_rel=garbage_rel, garbage_cosine=_cosine_at(garbage_rel), cell_w_dev=cell_w_dev,
-                    garbage_rel_w4a4=garbage_w4a4, garbage_cosine_w4a4=_cosine_at(garbage_w4a4))
+                    garbage_rel_w4a4=garbage_w4a4, garbage_cosine_w4a4=_cosine_at(garbage_w4a4),
+                    act_layer_band=layer_band)
 
 
 def _cosine_at(rel: float) -> float:

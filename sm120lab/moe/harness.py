@@ -24,18 +24,23 @@ import torch
 from sm120lab.constants import SENTINEL
 
 from .backends import Backend, get_backend
-from .envelope import Envelope, make_envelope, unquantized_reference_slots, weight_format_alternates
+from .envelope import (
+    Envelope,
+    activation_family,
+    make_envelope,
+    member_spread,
+    null_bands,
+    unquantized_reference_slots,
+    weight_format_family,
+)
 from .jsonable import jsonable
 from .metrics import (
-    DEV_FLOOR,
     CellDiff,
     OutputDiff,
     TokenDiff,
     as_alternates,
     cell_diff,
-    cell_rel,
     expert_errors,
-    expert_pool,
     mixing_dev,
     output_diff,
     token_diff,
@@ -71,9 +76,12 @@ class BackendReport:
     token_dev: TokenDiff | None = None
     per_expert: np.ndarray | None = None
     mixing: np.ndarray | None = None     # per token: main run vs the weighted sum of its own probes
-    expert_band: np.ndarray | None = None  # W4A4: emulated-w4a4's pooled per-expert error vs the reference [E]
-    cell_band: np.ndarray | None = None    # W4A4: emulated-w4a4's floored error vs the reference per cell [T, k]
-    token_band: np.ndarray | None = None   # W4A4: the same per main-run token [T]
+    # W4A4: the null family's band, the largest deviation from emulated-w4a4 any legitimate activation quantizer
+    # reaches (envelope.null_bands; the backend itself left out when it is a member)
+    expert_band: np.ndarray | None = None  # pooled, per expert [E]
+    cell_band: np.ndarray | None = None    # per (token, expert) cell [T, k]
+    token_band: np.ndarray | None = None   # per main-run token [T]
+    layer_band: float | None = None        # relative error of the whole output
     topk_ids: np.ndarray | None = None
     output: torch.Tensor | None = None
     slots: torch.Tensor | None = None
@@ -187,7 +195,7 @@ def run_backend(backend: Backend | str, problem, ref_out: torch.Tensor, ref_slot
     """Run one backend (main run + per-slot probes) and diff it; the verdict is set by :func:`check`.
 
     ``twin_out``/``twin_slots``: outputs of the backend's expected numerics (default: the reference);
-    ``alt_out``/``alt_slots``: the weight-format family's outputs (:func:`weight_format_alternates`: the
+    ``alt_out``/``alt_slots``: the weight-format family's outputs (:func:`sm120lab.moe.envelope.weight_format_family`: the
     unquantized-weight forward first), one tensor or a list each, or None; the nearest member counts;
     ``keep_slots``: keep the probe outputs as ``report.slots`` [T, k, H] and the main output as
     ``report.main`` on the device (the emulated-w4a4 twin).
@@ -262,7 +270,7 @@ def _judged(rep: BackendReport, env: Envelope) -> BackendReport:
 
 
 def _set_bands(rep: BackendReport, bands: dict) -> None:
-    """Hand a W4A4 report emulated-w4a4's own error vs the reference (its rounding band)."""
+    """Hand a W4A4 report the null family's band (:func:`sm120lab.moe.envelope.null_bands`)."""
     for key, value in bands.items():
         setattr(rep, key, value)
 
@@ -288,23 +296,31 @@ def check(problem, backends=None, *, probes: bool = True, keep_output: bool = Tr
 def _check(problem, backends, probes, keep_output, progress) -> CheckResult:
     ref, slots, ref_s = reference_outputs(problem)
     unq_slots = unquantized_reference_slots(problem, slots.dtype)
-    alt_slots = weight_format_alternates(problem, slots.dtype, unq_slots)
-    alt_outs = [_combine(a, problem) for a in alt_slots]
+    # the null family (notes/correctness.md, "One calibrated rule per verdict"): weight formats for 16-bit-activation
+    # backends (the nearest member counts), activation quantizers for W4A4 backends (their spread is the band; a
+    # W4A4 backend that is itself a member is judged by the others)
+    wfam = {name: (a, _combine(a, problem))
+            for name, a in weight_format_family(problem, slots.dtype, unq_slots).items()}
+
     emulated = next((b for b in backends if b.name == "emulated-w4a4"), None) or get_backend("emulated-w4a4")
     reports: dict[str, BackendReport] = {}
     emu = run_backend(emulated, problem, ref, slots, probes=probes, keep_output=keep_output, keep_slots=True)
     if emu.status != "ran":
         raise RuntimeError(f"emulated-w4a4 could not run ({emu.reason}); it sets the error envelope")
-    env = make_envelope(emu, problem, ref, slots, unq_slots)
+    spreads = {}
+    if emu.slots is not None:
+        # the exact reference is the family's member with unquantized activations (a W4A4 backend that keeps some
+        # activations in 16 bits lies between it and the contract); never left out: it is no W4A4 backend
+        spreads = {name: member_spread(y.to(emu.slots.dtype), emu.slots, emu.main, problem)
+                   for name, y in {"unquantized-activations": slots, **activation_family(problem, slots.dtype)}.items()}
+    full = null_bands(spreads)
+    env = make_envelope(emu, problem, ref, slots, unq_slots, layer_band=full.get("layer_band"))
     # the emulated backend's own twin is itself
     emu.token_dev = token_diff(emu.main, emu.main)
     emu.diff_twin = output_diff(emu.main, emu.main)
-    bands = {"token_band": token_diff(emu.main, ref).dev}
     if emu.cells is not None:
-        bands["expert_band"] = expert_pool(emu.cells.num, emu.cells.den, emu.cells.ids, problem.config.E)
-        bands["cell_band"] = cell_rel(emu.cells.num, emu.cells.den, emu.cells.ids, floor=DEV_FLOOR)
         emu.cells = cell_diff(list(emu.slots.unbind(1)), slots, problem.topk_ids, emu.slots)
-    _set_bands(emu, bands)
+    _set_bands(emu, full)
     iterable = progress(backends) if progress is not None else backends
     for b in iterable:
         if b is emulated:
@@ -312,10 +328,11 @@ def _check(problem, backends, probes, keep_output, progress) -> CheckResult:
         elif b.numerics == "w4a4":
             rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output, twin_out=emu.main,
                               twin_slots=emu.slots)
-            _set_bands(rep, bands)
+            _set_bands(rep, null_bands(spreads, exclude=b.name) if b.name in spreads else full)
         else:
             rep = run_backend(b, problem, ref, slots, probes=probes, keep_output=keep_output,
-                              alt_out=alt_outs or None, alt_slots=alt_slots or None)
+                              alt_out=[o for _, o in wfam.values()] or None,
+                              alt_slots=[a for a, _ in wfam.values()] or None)
         reports[b.name] = _judged(rep, env)
     emu.slots = emu.main = None  # free the twin
     return CheckResult(problem=problem, envelope=env, reports=reports, reference_seconds=ref_s)

@@ -7,7 +7,8 @@ recorded) go through :func:`sm120lab.moe.harness.check` with
   correct-but-different variants of :mod:`.variants` (bf16 accumulation, reversed expert order,
   FP8-rowwise weights, bf16 weights, and the legitimate activation-quantizer variants: block
   scales rounded up / down, per-expert / per-token / power-of-two global scales): any ``garbage``
-  is a FALSE ALARM; the saturating percentile calibration is recorded beside them, not held to it;
+  is a FALSE ALARM; the saturating percentile calibration and the weight quantizers in no member of the
+  envelope's weight-format family (``WEIGHT_OUT_OF_FAMILY``) are recorded beside them, not held to it;
 - the planted faults of :mod:`.faults`, judged by :func:`sm120lab.moe.faults.judge_fault`: each
   required fault (``FAULTS``) must be ``garbage`` and flag exactly its expected experts ("all
   experts" faults: every routed expert and the shared flag) and only expected tokens, at least
@@ -29,19 +30,21 @@ and one compact line per problem); ``sm120lab check --sweep N`` runs it and writ
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 import numpy as np
 import torch
 
 from . import verdict as rules
+from .envelope import ACT_FAMILY, WEIGHT_FAMILY, act_member_name, weight_member_name
 from .faults import FAULTS, SUBTLE_FAULTS, TOKEN_RECALL, judge_fault
 from .harness import check, one_thread_for_small, replay_command
 from .problem import ROUTINGS, make_moe_problem
-from .variants import SATURATING_VARIANTS, all_variants
+from .variants import SATURATING_VARIANTS, WEIGHT_OUT_OF_FAMILY, all_variants
 from .verdict import Verdict, pooled_deviation
 
-__all__ = ["CORRECT_BACKENDS", "FAMILIES", "TOKEN_RECALL", "false_alarm_sweep", "problem_of"]
+__all__ = ["CORRECT_BACKENDS", "FAMILIES", "TOKEN_RECALL", "false_alarm_sweep", "merge_sweeps", "problem_of", "sweep_problem"]
 
 CORRECT_BACKENDS = ("reference", "emulated-w4a4", "torch-bf16")
 #: routing families: every routing kind, plus mostly-empty (sparse routing at T = 1..3)
@@ -75,9 +78,19 @@ def _stats(rep, env) -> dict:
                 pooled[e] / max(rules.ROUNDING_FLOOR, float(np.median(pooled[np.setdiff1d(routed, [e])])))
                 for e in routed))
         if rep.expert_band is not None and rep.numerics == "w4a4":
+            # the leave-one-out ratios that set the W4A4 Z's: deviation / the null family's band (the backend itself
+            # left out when it is a member), cells and tokens where they also exceed DEV_GARBAGE (the rules need both)
             band = np.maximum(rep.cell_band, rep.expert_band[rep.cells.ids])
-            out["cell_z"] = float(np.max(rep.cells.dev / np.maximum(band, 1e-12)))
+            z = rep.cells.dev / np.maximum(band, 1e-12)
+            out["cell_z_all"] = float(np.max(z))
+            out["cell_z"] = float(np.max(np.where(rep.cells.dev > rules.DEV_GARBAGE, z, 0.0)))
             out["expert_z"] = float(np.nanmax(pooled / np.maximum(rep.expert_band, 1e-12)))
+            if rep.token_dev is not None and rep.token_band is not None:
+                tz = rep.token_dev.dev / np.maximum(rep.token_band, 1e-12)
+                out["token_z"] = float(np.max(np.where(rep.token_dev.dev > rules.DEV_GARBAGE, tz, 0.0)))
+            if rep.layer_band:
+                near = min([rep.diff.rel_fro] + [x.rel_fro for x in (rep.diff_twin,) if x is not None])
+                out["layer_z"] = near / rep.layer_band
     return {k: v for k, v in out.items() if np.isfinite(v)}
 
 
@@ -100,15 +113,66 @@ def _extremes(acc: dict, name: str, stats: dict, worst) -> None:
         slot[k] = v if k not in slot else worst(slot[k], v)
 
 
+def _backends():
+    """(correct names, variants, saturating, required faults, envelope-judged faults), built fresh (in each worker)."""
+    variants = all_variants()
+    correct = list(CORRECT_BACKENDS) + [v.name for v in variants]
+    return correct, variants, [cls() for cls in SATURATING_VARIANTS + WEIGHT_OUT_OF_FAMILY], \
+        [cls() for cls in FAULTS], [cls() for cls in SUBTLE_FAULTS]
+
+
+def sweep_problem(job: tuple) -> dict:
+    """One problem of the sweep, ``job = (preset, family, seed, device)``: its verdict letters, the verdict of
+    every backend, each fault's outcome, the failures, and the statistics the rules threshold (a picklable
+    dict: :func:`false_alarm_sweep` runs it in worker processes too)."""
+    preset, family, s, device = job
+    correct, variants, saturating, required, subtle = _backends()
+    faults = required + subtle
+    order = correct + [v.name for v in saturating] + [f.name for f in faults]
+    prob = problem_of(preset, family, s, device)
+    res = check(prob, list(CORRECT_BACKENDS) + variants + saturating + faults, keep_output=False)
+    where = {"preset": preset, "family": family, "seed": s, "tokens": prob.tokens, "replay": replay_command(prob)}
+    out = {"verdicts": {n: str(res.reports[n].verdict) for n in order}, "faults": {}, "failures": [], "highs": {},
+           "lows": {}}
+    for name in correct + [v.name for v in saturating]:
+        rep = res.reports[name]
+        if rep.diff is not None:
+            out["highs"][name] = _stats(rep, res.envelope)
+        if name in correct and rep.verdict in (Verdict.GARBAGE, Verdict.ERROR):
+            out["failures"].append({**where, "backend": name, "kind": f"false {rep.verdict}",
+                                    "reasons": rep.reasons or [rep.reason]})
+    for f in faults:
+        rep = res.reports[f.name]
+        o = judge_fault(f, prob, rep)
+        out["faults"][f.name] = (bool(o.applicable), bool(o.caught), bool(o.localized), bool(o.exact))
+        if o.applicable and o.caught:
+            out["lows"][f.name] = _fault_margin(f, prob, rep)
+        if not o.localized:
+            out["failures"].append({**where, "replay": f"{where['replay']} --faults --backend {f.name}",
+                                    "backend": f.name, "kind": "missed" if not o.caught else "mislocalized",
+                                    "verdict": str(rep.verdict), "shared": rep.shared,
+                                    "experts": {"expected": sorted(f.expected_experts(prob)),
+                                                "flagged": rep.flagged_experts},
+                                    "tokens": {"expected": sorted(f.expected_tokens(prob)),
+                                               "flagged": rep.flagged_tokens}})
+    out["row"] = [preset, family, prob.tokens, s, "".join(_LETTER.get(Verdict(out["verdicts"][n]), "?") for n in order)]
+    return out
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)
+
+
 def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100, seed: int = 0, device="cpu", *,
-                      progress=None) -> dict:
+                      progress=None, jobs: int = 1) -> dict:
     """Run the sweep (module docstring) and return its record.
 
     Args:
         presets: preset names. families: routing families (:data:`FAMILIES`).
         problems: problems per (preset, family); seeds ``seed .. seed + problems - 1``.
         device: where problems are drawn and run.
-        progress: optional callable wrapping the iterable of (preset, family, seed) (e.g. tqdm).
+        progress: optional callable wrapping the iterable of per-problem results (e.g. tqdm).
+        jobs: worker processes (CPU: one torch thread each); the record is the same for any number.
 
     Returns:
         ``{"totals": {...}, "failures": [...], "problems": [...], ...}``: ``totals.false_garbage`` counts
@@ -116,16 +180,14 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     """
     if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
         raise ValueError(f"problems must be a positive int, got {problems!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     bad = [f for f in families if f not in FAMILIES]
     if bad:
         raise ValueError(f"families must be among {FAMILIES}, got {bad}")
     if not list(presets) or not list(families):  # 0 problems would read as a clean sweep
         raise ValueError(f"presets and families must each name at least one, got {list(presets)} x {list(families)}")
-    variants = all_variants()
-    correct = list(CORRECT_BACKENDS) + [v.name for v in variants]
-    saturating = [cls() for cls in SATURATING_VARIANTS]
-    required = [cls() for cls in FAULTS]
-    subtle = [cls() for cls in SUBTLE_FAULTS]
+    correct, _, saturating, required, subtle = _backends()
     faults = required + subtle
     order = correct + [v.name for v in saturating] + [f.name for f in faults]
     verdicts: dict[str, Counter] = {name: Counter() for name in order}
@@ -135,60 +197,52 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
     failures, rows = [], []
     highs: dict[str, dict] = {}   # per backend: the largest value of each thresholded statistic
     lows: dict[str, dict] = {}    # per fault: the smallest detection margin
-    jobs = [(p, fam, seed + i) for p in presets for fam in families for i in range(problems)]
-    with one_thread_for_small(device):
-        for preset, family, s in (progress(jobs) if progress is not None else jobs):
-            prob = problem_of(preset, family, s, device)
-            res = check(prob, list(CORRECT_BACKENDS) + variants + saturating + faults, keep_output=False)
-            where = {"preset": preset, "family": family, "seed": s, "tokens": prob.tokens,
-                     "replay": replay_command(prob)}
-            for name in correct:
-                if res.reports[name].diff is not None:
-                    _extremes(highs, name, _stats(res.reports[name], res.envelope), max)
-                v = res.reports[name].verdict
-                verdicts[name][str(v)] += 1
-                if v in (Verdict.GARBAGE, Verdict.ERROR):
-                    failures.append({**where, "backend": name, "kind": f"false {v}",
-                                     "reasons": res.reports[name].reasons or [res.reports[name].reason]})
-            for v in saturating:
-                verdicts[v.name][str(res.reports[v.name].verdict)] += 1
-                if res.reports[v.name].diff is not None:
-                    _extremes(highs, v.name, _stats(res.reports[v.name], res.envelope), max)
-            for f in faults:
-                rep = res.reports[f.name]
-                verdicts[f.name][str(rep.verdict)] += 1
-                st = fault_stats[f.name]
-                out = judge_fault(f, prob, rep)
-                if out.applicable and out.caught:
-                    _extremes(lows, f.name, _fault_margin(f, prob, rep), min)
+    jobs_list = [(p, fam, seed + i, str(device)) for p in presets for fam in families for i in range(problems)]
+    with contextlib.ExitStack() as stack:
+        if jobs > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"),
+                                                           initializer=_worker_init))
+            results = pool.map(sweep_problem, jobs_list, chunksize=4)
+        else:
+            stack.enter_context(one_thread_for_small(device))
+            results = map(sweep_problem, jobs_list)
+        for r in (progress(results) if progress is not None else results):
+            for name, v in r["verdicts"].items():
+                verdicts[name][v] += 1
+            for name, st in r["highs"].items():
+                _extremes(highs, name, st, max)
+            for name, st in r["lows"].items():
+                _extremes(lows, name, st, min)
+            for name, (applicable, caught, localized, exact) in r["faults"].items():
+                st = fault_stats[name]
                 st["of"] += 1
-                st["not_applicable"] += not out.applicable
-                st["caught"] += out.caught
-                st["localized"] += out.localized
-                st["localized_exactly"] += out.exact
-                if not out.localized:
-                    failures.append({**where, "replay": f"{where['replay']} --faults --backend {f.name}",
-                                     "backend": f.name, "kind": "missed" if not out.caught else "mislocalized",
-                                     "verdict": str(rep.verdict), "shared": rep.shared,
-                                     "experts": {"expected": sorted(f.expected_experts(prob)),
-                                                 "flagged": rep.flagged_experts},
-                                     "tokens": {"expected": sorted(f.expected_tokens(prob)),
-                                                "flagged": rep.flagged_tokens}})
-            rows.append([preset, family, prob.tokens, s,
-                         "".join(_LETTER.get(res.reports[n].verdict, "?") for n in order)])
+                st["not_applicable"] += not applicable
+                st["caught"] += caught
+                st["localized"] += localized
+                st["localized_exactly"] += exact
+            failures += r["failures"]
+            rows.append(r["row"])
     false_garbage = sum(verdicts[n][str(Verdict.GARBAGE)] for n in correct)
     required_missed = sum(st["of"] - st["localized"] for st in fault_stats.values())
     return {
         "presets": list(presets), "families": list(families), "problems_per_family": problems,
         "seeds": {"first": seed, "last": seed + problems - 1, "rule": "problem_of(preset, family, seed)"},
         "device": str(device), "torch_threads": 1 if torch.device(device).type == "cpu" else None,
-        "backends": {"correct": correct, "saturating": [v.name for v in saturating],
+        "workers": jobs,
+        "backends": {"correct": correct,
+                     "saturating": [v.name for v in saturating if type(v) in SATURATING_VARIANTS],
+                     "recorded_not_held": [v.name for v in saturating],
                      "faults_required": [f.name for f in required],
-                     "faults_envelope_judged": [f.name for f in subtle]},
+                     "faults_envelope_judged": [f.name for f in subtle],
+                     "act_family": [act_member_name(r, g) for r, g in ACT_FAMILY],
+                     "weight_family": ["unquantized"] + [weight_member_name(r, g) for r, g in WEIGHT_FAMILY]},
         "token_recall": TOKEN_RECALL,
         "rules": {k: getattr(rules, k) for k in rules.__all__ if k.isupper()},
         "statistics": {"correct_backends_max": highs, "faults_min_margin": lows},
-        "totals": {"problems": len(jobs), "false_garbage": false_garbage,
+        "totals": {"problems": len(jobs_list), "false_garbage": false_garbage,
                    "false_errors": sum(verdicts[n][str(Verdict.ERROR)] for n in correct),
                    "required_faults_not_localized": required_missed,
                    "verdicts": {n: dict(c) for n, c in verdicts.items()}, "faults": fault_stats},
@@ -196,4 +250,59 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
         "problem_columns": ["preset", "family", "tokens", "seed", "verdict letters (c/d/g/s/e) in backend order: "
                             + ", ".join(order)],
         "problems": rows,
+    }
+
+
+def merge_sweeps(records: list[dict], names: list[str] | None = None) -> dict:
+    """One record from sweep records run apart (other seeds, families, presets or machines) with the same rules
+    and backends: verdict and fault counts summed, failures and problem lines joined, the statistics' extremes
+    taken, and each part's command and environment kept under ``parts``.
+
+    Raises:
+        ValueError: fewer than two records, or records whose rules or backend lists differ (one line).
+    """
+    if len(records) < 2:
+        raise ValueError(f"expected at least two sweep records to merge, got {len(records)}")
+    names = names or [f"part {i}" for i in range(len(records))]
+    first = records[0]
+    for name, r in zip(names, records):
+        missing = [k for k in ("rules", "backends", "totals", "statistics", "problems") if k not in r]
+        if missing:
+            raise ValueError(f"{name}: not a sweep record (no {', '.join(missing)})")
+        for key in ("rules", "backends", "token_recall", "problem_columns"):
+            if r.get(key) != first.get(key):
+                raise ValueError(f"{name}: its {key} differ from those of {names[0]}; merge only records of the same code")
+    verdicts: dict[str, Counter] = {}
+    faults: dict[str, dict] = {}
+    highs: dict[str, dict] = {}
+    lows: dict[str, dict] = {}
+    totals = Counter()
+    for r in records:
+        t = r["totals"]
+        for key in ("problems", "false_garbage", "false_errors", "required_faults_not_localized"):
+            totals[key] += t[key]
+        for name, c in t["verdicts"].items():
+            verdicts.setdefault(name, Counter()).update(c)
+        for name, st in t["faults"].items():
+            acc = faults.setdefault(name, {k: (0 if isinstance(v, int) and not isinstance(v, bool) else v)
+                                           for k, v in st.items()})
+            for k, v in st.items():
+                if isinstance(v, int) and not isinstance(v, bool):
+                    acc[k] += v
+        for name, st in r["statistics"]["correct_backends_max"].items():
+            _extremes(highs, name, st, max)
+        for name, st in r["statistics"]["faults_min_margin"].items():
+            _extremes(lows, name, st, min)
+    return {
+        "presets": sorted({p for r in records for p in r["presets"]}),
+        "families": sorted({f for r in records for f in r["families"]}),
+        "parts": [{"name": n, "presets": r["presets"], "families": r["families"], "seeds": r["seeds"],
+                   "problems": r["totals"]["problems"], "device": r.get("device"), "workers": r.get("workers"),
+                   "command": r.get("command"), "env": r.get("env")} for n, r in zip(names, records)],
+        "backends": first["backends"], "token_recall": first["token_recall"], "rules": first["rules"],
+        "statistics": {"correct_backends_max": highs, "faults_min_margin": lows},
+        "totals": {**dict(totals), "verdicts": {n: dict(c) for n, c in verdicts.items()}, "faults": faults},
+        "failures": [f for r in records for f in r["failures"]],
+        "problem_columns": first["problem_columns"],
+        "problems": [row for r in records for row in r["problems"]],
     }

@@ -14,9 +14,11 @@ have, so a verdict of ``garbage`` on any of them is a false alarm (the false-ala
 - ``variant-bf16-weights``: the unquantized bf16 weights themselves (fp32 math).
 - legitimate NVFP4 *weight quantizer* variants (a checkpoint made by another quantizer): the bf16
   weights re-quantized with E4M3 block scales rounded up (``variant-weight-scale-up``) or down
-  (``variant-weight-scale-down``): judged against the weight-format family of the envelope, held to 0
-  garbage. Other weight global scales (``WeightQuantVariant(gscale=...)``: per-tensor, power of two)
-  are not in that family or the sweep yet.
+  (``variant-weight-scale-down``), or with one global scale for all experts
+  (``variant-weight-nearest-per-tensor``) or each expert's rounded down to a power of two
+  (``variant-weight-nearest-pow2``): the members of the envelope's weight-format family (judged by the nearest
+  member, so in the family by construction), held to 0 garbage; two quantizers in no member
+  (``WEIGHT_OUT_OF_FAMILY``: two choices changed at once) are swept and recorded beside, not held to it.
 
 - legitimate NVFP4 *activation quantizer* variants (W4A4 backends, judged against
   ``emulated-w4a4``, which rounds block scales to nearest with the layer's static amax global
@@ -48,9 +50,9 @@ from .grouping import grouped_moe_forward
 from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["QUANTIZER_VARIANTS", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
+__all__ = ["ACT_OUT_OF_FAMILY", "QUANTIZER_VARIANTS", "WEIGHT_OUT_OF_FAMILY", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
            "GlobalScale", "Reciprocal", "ScaleRounding", "Variant", "WeightGlobalScale", "WeightQuantVariant",
-           "requantize_expert",
+           "requantize_expert", "weight_global_scales",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
 
 
@@ -205,8 +207,10 @@ def _gs_of(m: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRounding.NEAREST,
                  gscale: GlobalScale = GlobalScale.PER_LAYER, block: int = NVFP4_BLOCK,
-                 quantile: float = 0.9999, reciprocal: Reciprocal = Reciprocal.EXACT) -> torch.Tensor:
-    """The W4A4 MoE forward (fp32 math, NVFP4 weights) with a chosen activation quantizer -> [T, H] fp32.
+                 quantile: float = 0.9999, reciprocal: Reciprocal = Reciprocal.EXACT,
+                 per_slot: bool = False) -> torch.Tensor:
+    """The W4A4 MoE forward (fp32 math, NVFP4 weights) with a chosen activation quantizer -> [T, H] fp32
+    (``per_slot``: the unweighted expert output of each routed slot, [T, k, H]).
 
     Hidden states are quantized before the first GEMM, the bf16-rounded SiLU*up intermediate
     before the second (as ``emulated-w4a4``), each with ``fake_quant_nvfp4(block, rounding)`` and
@@ -243,7 +247,7 @@ def w4a4_forward(problem, topk_weights, *, rounding: ScaleRounding = ScaleRoundi
     return grouped_moe_forward(x, problem.topk_ids, topk_weights, problem.config.E,
                                lambda e: dequantize_expert(problem.w13, e, f32),
                                lambda e: dequantize_expert(problem.w2, e, f32),
-                               act_quant=act_quant, in_quant=in_quant, mid_quant=mid_quant)
+                               act_quant=act_quant, in_quant=in_quant, mid_quant=mid_quant, per_slot=per_slot)
 
 
 class ActQuantVariant(Variant):
@@ -302,6 +306,18 @@ class WeightGlobalScale(StrEnum):
     POW2 = "pow2"              # the per-expert scale rounded down to a power of two (nothing saturates)
 
 
+def weight_global_scales(checkpoint_gs: torch.Tensor, gscale: WeightGlobalScale) -> torch.Tensor:
+    """Per-expert fp32 global scales [E] of a weight quantizer, from the checkpoint's own per-expert ones:
+    ``per-expert`` keeps them, ``per-tensor`` takes the smallest (the largest amax of all experts) for every
+    expert, ``pow2`` rounds each down to a power of two."""
+    gs = checkpoint_gs.float().reshape(-1)
+    if gscale == WeightGlobalScale.PER_TENSOR:
+        return torch.full_like(gs, float(gs.min()))
+    if gscale == WeightGlobalScale.POW2:
+        return torch.exp2(torch.floor(torch.log2(gs)))
+    return gs
+
+
 class WeightQuantVariant(Variant):
     """A W4A16 backend whose NVFP4 weights came from another legitimate quantizer than the checkpoint's:
     the bf16 weights re-quantized with other block-scale rounding or another global scale (fp32 math).
@@ -317,11 +333,7 @@ class WeightQuantVariant(Variant):
         self.name = name or f"variant-weight-{self.rounding}-{self.gscale}"
 
     def _requant(self, w_bf16: torch.Tensor, q) -> torch.Tensor:
-        gs = q.global_scale.float().reshape(-1)
-        if self.gscale == WeightGlobalScale.PER_TENSOR:
-            gs = torch.full_like(gs, float(gs.min()))  # the largest amax of all experts
-        elif self.gscale == WeightGlobalScale.POW2:
-            gs = torch.exp2(torch.floor(torch.log2(gs)))
+        gs = weight_global_scales(q.global_scale, self.gscale)
         return torch.stack([requantize_expert(w_bf16, gs, e, self.rounding) for e in range(w_bf16.shape[0])])
 
     def run(self, problem, out):
@@ -335,17 +347,36 @@ WeightScaleRoundUp = _quantizer("WeightScaleRoundUp", "variant-weight-scale-up",
                                 rounding=ScaleRounding.UP)
 WeightScaleRoundDown = _quantizer("WeightScaleRoundDown", "variant-weight-scale-down", base=WeightQuantVariant,
                                   rounding=ScaleRounding.DOWN)
-#: legitimate weight-quantizer variants (checkpoints from other quantizers) the envelope's weight-format family
-#: covers: held to 0 garbage like the rest. Other global scales (``WeightQuantVariant(gscale=...)``) are not in
-#: that family yet (a per-tensor scale was judged garbage by the one-cell rule at tiny/single T=1, seed
-#: 669804163): not swept
-WEIGHT_QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (WeightScaleRoundUp, WeightScaleRoundDown)
+WeightPerTensorScale = _quantizer("WeightPerTensorScale", "variant-weight-nearest-per-tensor", base=WeightQuantVariant,
+                                  gscale=WeightGlobalScale.PER_TENSOR)
+WeightPow2Scale = _quantizer("WeightPow2Scale", "variant-weight-nearest-pow2", base=WeightQuantVariant,
+                             gscale=WeightGlobalScale.POW2)
+#: legitimate weight-quantizer variants (checkpoints from other quantizers), each a member of the envelope's
+#: weight-format family (:data:`sm120lab.moe.envelope.WEIGHT_FAMILY`), held to 0 garbage like the rest
+WEIGHT_QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (WeightScaleRoundUp, WeightScaleRoundDown, WeightPerTensorScale,
+                                                        WeightPow2Scale)
+#: weight quantizers that are in NO family member (two choices changed at once): swept and recorded beside the
+#: legitimate set, not held to 0 garbage, because the 16-bit rules judge weights by the NEAREST member of the
+#: family (no calibrated radius yet): their measured false-garbage rate is in notes/correctness.md
+WEIGHT_OUT_OF_FAMILY: tuple[type[Variant], ...] = (
+    _quantizer("WeightUpPerTensor", "variant-weight-up-per-tensor", base=WeightQuantVariant, rounding=ScaleRounding.UP,
+               gscale=WeightGlobalScale.PER_TENSOR),
+    _quantizer("WeightDownPow2", "variant-weight-down-pow2", base=WeightQuantVariant, rounding=ScaleRounding.DOWN,
+               gscale=WeightGlobalScale.POW2))
 
-#: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage
+#: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage; the first five
+#: are the members of the envelope's activation family (:data:`sm120lab.moe.envelope.ACT_FAMILY`), each judged
+#: by the others (leave-one-out), the approximate reciprocal is in none
 QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
                                                  PerTokenGlobalScale, Pow2GlobalScale, ApproxReciprocal)
+#: activation quantizers in no family member (two or three choices changed at once)
+ACT_OUT_OF_FAMILY: tuple[type[Variant], ...] = (
+    _quantizer("ActUpPerToken", "variant-act-up-per-token", rounding=ScaleRounding.UP, gscale=GlobalScale.PER_TOKEN),
+    _quantizer("ActDownPow2", "variant-act-down-pow2", rounding=ScaleRounding.DOWN, gscale=GlobalScale.POW2),
+    _quantizer("ActUpPerExpertUlpLow", "variant-act-up-per-expert-ulp-low", rounding=ScaleRounding.UP,
+               gscale=GlobalScale.PER_EXPERT, reciprocal=Reciprocal.ONE_ULP_LOW))
 VARIANTS: tuple[type[Variant], ...] = (BF16Accumulate, ReversedExpertOrder, FP8RowwiseWeights, BF16Weights,
-                                       *WEIGHT_QUANTIZER_VARIANTS, *QUANTIZER_VARIANTS)
+                                       *WEIGHT_QUANTIZER_VARIANTS, *QUANTIZER_VARIANTS, *ACT_OUT_OF_FAMILY)
 #: calibrations that saturate activations (a static percentile scale clips the largest values):
 #: swept and recorded, judged by the envelope (a token with a massive activation clipped by 65% is
 #: real damage), not held to 0 garbage

@@ -42,10 +42,11 @@ Per expert and per token (issue 21; thresholds and the measurements that set the
 - *systematic expert*: an expert whose pooled deviation (:func:`pooled_deviation`) is beyond its
   rounding band, consistently across its cells, is garbage even when every output is under the
   global limit (:func:`systematic_experts`); it names every token it served;
-- *W4A4 backends* are judged in units of their own activation-rounding band (emulated-w4a4's error
-  vs the reference in the same cell / expert / token): cells beyond ``W4A4_CELL_Z`` x band,
-  experts beyond ``W4A4_EXPERT_Z`` x band, global error beyond ``W4A4_GLOBAL_Z`` e_a, so that
-  legitimate activation quantizers (other block-scale rounding, other global scales) stay out;
+- *W4A4 backends* are judged in units of the null family's band: the largest deviation from
+  emulated-w4a4 that any legitimate activation quantizer (block scales rounded up or down; per-expert,
+  per-token or power-of-two global scales) reaches on the same problem in the same cell / expert /
+  token / layer (:func:`sm120lab.moe.envelope.null_bands`): cells beyond ``W4A4_CELL_Z`` x band,
+  experts beyond ``W4A4_EXPERT_Z`` x band, the layer beyond ``W4A4_GLOBAL_Z`` x band;
 - *mixing*: a main-run token farther than ``MIX_LIMIT`` from the routing-weighted sum of the
   backend's own per-slot outputs got wrong routing weights: garbage, the token named, no expert;
 - *shared by all experts*: with at least ``SHARED_MIN_EXPERTS`` routed experts each beyond its
@@ -62,8 +63,8 @@ import numpy as np
 from sm120lab.enums import StrEnum
 
 __all__ = ["DEV_CORRECT", "DEV_GARBAGE", "EXPERT_CONSISTENT", "EXPERT_DEV", "EXPERT_RATIO", "FORMAT_CLOSER", "MIX_LIMIT",
-           "ROUNDING_FLOOR", "SHARED_CELL_SHARE", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_FEW_CELLS", "W4A4_FEW_CELLS_BAND", "W4A4_GLOBAL_Z", "W4A4_GLOBAL_Z_FEW", "W4A4_FEW_TOKENS", "Judgement", "Verdict",
-           "judge", "pooled_deviation", "systematic_experts", "w4a4_expert_band"]
+           "ROUNDING_FLOOR", "SHARED_CELL_SHARE", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "Judgement", "Verdict",
+           "judge", "pooled_deviation", "systematic_experts", "w4a4_expert_band", "w4a4_layer_limit"]
 
 
 class Verdict(StrEnum):
@@ -93,23 +94,16 @@ EXPERT_RATIO = 8.0
 ROUNDING_FLOOR = 0.003  # EXPERT_RATIO x this stays under EXPERT_DEV: EXPERT_DEV is the floor next to exact experts
 #: ... with at least this fraction of its cells deviating more than ``EXPERT_DEV / 2`` (consistent)
 EXPERT_CONSISTENT = 0.5
-#: W4A4 backends: a cell or main-run token is out of envelope only beyond ``DEV_GARBAGE`` AND this
-#: many times its own activation-rounding band (emulated-w4a4's floored error vs the reference there,
-#: at least its expert's pooled one); an expert is systematic beyond this many times its pooled band
+#: W4A4 backends are judged in units of the null family's band (``BackendReport.cell_band`` etc.: the largest
+#: deviation from emulated-w4a4 any legitimate activation quantizer reaches on the same problem, at the same
+#: level; :func:`sm120lab.moe.envelope.null_bands`). A cell or main-run token is out of envelope beyond
+#: ``DEV_GARBAGE`` AND ``W4A4_CELL_Z`` x its band (a cell's band: at least its expert's); an expert is systematic
+#: beyond ``W4A4_EXPERT_Z`` x its band; the layer is garbage beyond ``W4A4_GLOBAL_Z`` x the layer band (at
+#: least the 16-bit limit). Each Z is the largest leave-one-out ratio measured over the calibration sweep
+#: (each member judged by the others' band) times a margin (notes/correctness.md)
 W4A4_CELL_Z = 12.0
 W4A4_EXPERT_Z = 8.0
-#: W4A4: the band of an expert that served 2 to ``W4A4_FEW_CELLS`` cells is at least ``W4A4_FEW_CELLS_BAND`` x
-#: the median band of the routed experts: emulated-w4a4's error on two cells is a noisy sample of its rounding
-#: (tiny/hot seed 963338578: 0.026 on one cell against 0.13-0.19 elsewhere, where per-expert global scales give
-#: 0.26: 9.1x that band, a false systematic expert)
-W4A4_FEW_CELLS = 2
-W4A4_FEW_CELLS_BAND = 0.5
-#: W4A4 backends: the global garbage limit is at least this many e_a (the envelope's garbage_rel_w4a4);
-#: ``W4A4_GLOBAL_Z_FEW`` on problems of fewer than ``W4A4_FEW_TOKENS`` tokens, where e_a rests on a
-#: handful of NVFP4 blocks (legitimate quantizers measured up to 3.1 e_a at T = 48, 7.2 e_a at T = 1)
-W4A4_GLOBAL_Z = 5.0
-W4A4_GLOBAL_Z_FEW = 10.0
-W4A4_FEW_TOKENS = 8
+W4A4_GLOBAL_Z = 6.0
 #: mixing: a main-run token farther than this from the weighted sum of the backend's own per-slot
 #: probe outputs (relative, floored) combined its experts with wrong weights
 MIX_LIMIT = 0.05
@@ -139,7 +133,8 @@ def _worst(items, score, n: int = 8) -> list[int]:
 
 
 def _beyond(dev: np.ndarray, dev_alt: np.ndarray | None) -> np.ndarray:
-    """Out of envelope by deviation: farther than DEV_GARBAGE from the twin and from the alternative."""
+    """Out of envelope by deviation: farther than DEV_GARBAGE from the twin and from every member of the
+    weight-format family (the nearest one)."""
     far = ~(dev <= DEV_GARBAGE)  # NaN counts as far
     if dev_alt is not None:
         far &= ~(dev_alt <= DEV_GARBAGE)
@@ -180,19 +175,19 @@ def pooled_deviation(report, skip: np.ndarray | None = None) -> np.ndarray:
 
 
 def w4a4_expert_band(report) -> np.ndarray:
-    """W4A4: each expert's activation-rounding band [E] (emulated-w4a4's pooled error vs the reference, at
-    least 1e-12), floored at ``W4A4_FEW_CELLS_BAND`` x the routed experts' median for experts that served 2 to
-    ``W4A4_FEW_CELLS`` cells (an expert of one cell is judged at ``W4A4_CELL_Z`` on its own band: a fault that
-    shows in one large cell is still caught, test_a_shared_activation_fault_seen_in_one_cell_may_name_that_cells_expert).
-    NaN for experts nothing was routed to."""
-    band = np.maximum(report.expert_band, 1e-12)
-    counts = np.bincount(np.asarray(report.cells.ids).ravel(), minlength=band.size)[:band.size]
-    routed = np.isfinite(band) & (counts > 0)
-    if np.count_nonzero(routed) >= 2:
-        floor = W4A4_FEW_CELLS_BAND * float(np.median(band[routed]))
-        few = (counts >= 2) & (counts <= W4A4_FEW_CELLS)  # one cell is held to the cell's z instead
-        band = np.where(routed & few, np.maximum(band, floor), band)
-    return band
+    """W4A4: each expert's band [E], the null family's largest pooled deviation from emulated-w4a4 there (at
+    least 1e-12; NaN for experts nothing was routed to)."""
+    return np.maximum(report.expert_band, 1e-12)
+
+
+def w4a4_layer_limit(report, env) -> tuple[float, float]:
+    """W4A4: (relative error, cosine) garbage limits of the whole output: ``max(garbage_rel, W4A4_GLOBAL_Z x
+    layer band)``, the band of the report's own null family (itself left out when it is a member)."""
+    band = getattr(report, "layer_band", None)
+    if band is None or not np.isfinite(band):
+        return env.garbage_rel_w4a4, env.garbage_cosine_w4a4
+    rel = max(env.garbage_rel, W4A4_GLOBAL_Z * float(band))
+    return rel, min(0.9, 1.0 / float(np.sqrt(1.0 + rel ** 2)))
 
 
 def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
@@ -200,11 +195,12 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
 
     16-bit-activation backends: pooled deviation > ``EXPERT_DEV`` and > ``EXPERT_RATIO`` x the median
     pooled deviation of the other routed experts (at least ``ROUNDING_FLOOR``), with at least
-    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``; an expert that served one cell, while
-    another routed expert deviates beyond ``ROUNDING_FLOOR`` too, only beyond ``DEV_GARBAGE`` (the cell rule). W4A4 backends: the pooled deviation in
-    units of the expert's own activation-rounding band (emulated-w4a4's pooled error) > ``W4A4_EXPERT_Z``
-    (``W4A4_CELL_Z`` for an expert that served one cell: one cell is no pattern) and > 2 x the other
-    experts' median, with the same consistency beyond half that band.
+    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``; a backend with another weight format
+    (:func:`other_weight_format`) also beyond ``WEIGHT_Z`` x the weight-format family's pooled radius (its pooled
+    distance from the unquantized-weight forward). W4A4 backends: the pooled deviation in
+    units of the expert's band (the null family's largest pooled deviation from emulated-w4a4 there) >
+    ``W4A4_EXPERT_Z`` and > 2 x the other experts' median (a deviation of its own, not a shared one), with
+    the same consistency beyond half that limit.
 
     Cells in ``hot`` (already out of envelope) are left out: the question is whether the rest of
     the expert is off too.
@@ -224,11 +220,9 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
         others = others[np.isfinite(others)]
         mine = (ids == e) & cold
         if w4a4:
-            # one cell is no pattern: an expert that served a single cell is held to the cell's z
-            z = W4A4_EXPERT_Z if mine.sum() >= 2 else W4A4_CELL_Z
             base = max(1.0, float(np.median(others))) if others.size else 1.0
-            beyond = score[e] > z and score[e] > 2.0 * base
-            cell_limit = 0.5 * z * band[e]
+            beyond = score[e] > W4A4_EXPERT_Z and score[e] > 2.0 * base
+            cell_limit = 0.5 * W4A4_EXPERT_Z * band[e]
         else:
             base = max(ROUNDING_FLOOR, float(np.median(others))) if others.size else ROUNDING_FLOOR
             beyond = score[e] > EXPERT_DEV and score[e] > EXPERT_RATIO * base
@@ -329,8 +323,7 @@ def judge(report, env) -> Judgement:
     cos_near = max([d.cosine] + [x.cosine for x in others])
     nearest = "" if not others else " (and vs every expected output)"
     w4a4 = _w4a4(report) and getattr(env, "garbage_rel_w4a4", None) is not None
-    g_rel = env.garbage_rel_w4a4 if w4a4 else env.garbage_rel
-    g_cos = env.garbage_cosine_w4a4 if w4a4 else env.garbage_cosine
+    g_rel, g_cos = (w4a4_layer_limit(report, env) if w4a4 else (env.garbage_rel, env.garbage_cosine))
     if np.isfinite(rel_near) and rel_near > g_rel:
         garbage = True
         reasons.append(f"rel err {_fmt(d.rel_fro)} > garbage limit {_fmt(g_rel)}{nearest}")
@@ -354,10 +347,6 @@ def judge(report, env) -> Judgement:
     tok = report.token_dev
     if tok is not None:
         tband = getattr(report, "token_band", None) if _w4a4(report) else None
-        if tband is not None and report.cells is not None:
-            # like a cell's band (at least its expert's pooled one): at least the smallest pooled band of the
-            # token's experts, so a token whose own W4A4 rounding happened to be exact is not a pin-prick band
-            tband = np.maximum(tband, np.min(report.expert_band[report.cells.ids], axis=1))
         far_main = _beyond_band(tok.dev, tband) if _w4a4(report) else _beyond(tok.dev, tok.dev_alt)
         far_t = far_main | tok.bad | tok.zero
         if far_t.any():
