@@ -8,18 +8,10 @@ import pytest
 import torch
 
 from sm120lab.moe import make_moe_problem
-from sm120lab.moe.envelope import (
-    ACT_FAMILY,
-    WEIGHT_FAMILY,
-    act_member_name,
-    activation_family,
-    member_spread,
-    null_bands,
-    weight_format_family,
-    weight_member_name,
-)
+from sm120lab.moe.envelope import activation_family, member_spread, null_bands, weight_format_family
 from sm120lab.moe.harness import check
 from sm120lab.moe.variants import (
+    ACT_FAMILY_VARIANTS,
     ACT_OUT_OF_FAMILY,
     QUANTIZER_VARIANTS,
     WEIGHT_OUT_OF_FAMILY,
@@ -37,10 +29,10 @@ def _combine(slots, p):
     return (slots.double() * p.topk_weights.double().unsqueeze(-1)).sum(1)
 
 
-def test_every_family_member_is_a_swept_variant_and_the_out_of_family_ones_are_not():
-    act = {act_member_name(r, g) for r, g in ACT_FAMILY}
-    weight = {weight_member_name(r, g) for r, g in WEIGHT_FAMILY}
-    assert act <= {cls().name for cls in QUANTIZER_VARIANTS}
+def test_every_family_member_is_a_swept_variant_and_the_out_of_family_ones_are_not(prob):
+    act = set(activation_family(prob, torch.float64))
+    weight = set(weight_format_family(prob, torch.float64)) - {"unquantized"}
+    assert act == {cls().name for cls in ACT_FAMILY_VARIANTS} < {cls().name for cls in QUANTIZER_VARIANTS}
     assert weight == {cls().name for cls in WEIGHT_QUANTIZER_VARIANTS}
     outside = {cls().name for cls in ACT_OUT_OF_FAMILY + WEIGHT_OUT_OF_FAMILY}
     assert not outside & (act | weight) and len(outside) == len(ACT_OUT_OF_FAMILY) + len(WEIGHT_OUT_OF_FAMILY)

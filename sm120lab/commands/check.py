@@ -160,7 +160,12 @@ def _run_sweep(args, device: str, target: Path | None) -> int:
         print(f"  FAILURE {f['kind']}: {f['backend']} on {f['replay']}", file=sys.stderr)
     if target is not None:
         _write_json(target, record, args, env)
-    return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
+    return _sweep_exit(tot)
+
+
+def _sweep_exit(totals: dict) -> int:
+    """1 when a sweep record's totals hold a false garbage or error or a required fault not caught and localized."""
+    return 1 if totals["false_garbage"] or totals["false_errors"] or totals["required_faults_not_localized"] else 0
 
 
 def _merge(args, target: Path | None) -> int:
@@ -192,7 +197,7 @@ def _merge(args, target: Path | None) -> int:
           f"false errors {tot['false_errors']}, required faults not caught and localized "
           f"{tot['required_faults_not_localized']}")
     _write_json(target, record, args)
-    return 1 if tot["false_garbage"] or tot["false_errors"] or tot["required_faults_not_localized"] else 0
+    return _sweep_exit(tot)
 
 
 def _argument_error(args) -> str | None:

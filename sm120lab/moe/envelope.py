@@ -40,22 +40,10 @@ import torch
 
 from .grouping import grouped_moe_forward
 from .metrics import DEV_FLOOR, cell_rel
-from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_GLOBAL_Z
+from .verdict import DEV_CORRECT, DEV_GARBAGE, W4A4_GLOBAL_Z, cosine_at
 
-__all__ = ["ACT_FAMILY", "Envelope", "MemberSpread", "WEIGHT_FAMILY", "WEIGHT_FORMAT_ROUNDINGS", "act_member_name",
-           "activation_family", "make_envelope", "member_spread", "null_bands", "unquantized_reference_slots",
-           "weight_format_alternates", "weight_format_family", "weight_member_name"]
-
-#: the weight quantizers of the null family besides the checkpoint's own (E4M3 block scales rounded to nearest,
-#: each expert's own global scale): (block-scale rounding, global scale), named as the sweep's variants
-WEIGHT_FAMILY = (("up", "per-expert"), ("down", "per-expert"), ("nearest", "per-tensor"), ("nearest", "pow2"))
-#: kept for callers: the block-scale roundings among them
-WEIGHT_FORMAT_ROUNDINGS = ("up", "down")
-#: the activation quantizers of the null family besides the contract's (``emulated-w4a4``: block scales to
-#: nearest, the layer's static global scales): (block-scale rounding, global scale)
-ACT_FAMILY = (("up", "per-layer"), ("down", "per-layer"), ("nearest", "per-expert"), ("nearest", "per-token"),
-              ("nearest", "pow2"))
-
+__all__ = ["Envelope", "MemberSpread", "activation_family", "make_envelope", "member_spread", "null_bands",
+           "unquantized_reference_slots", "weight_format_family"]
 
 @dataclass(frozen=True)
 class Envelope:
@@ -78,22 +66,6 @@ class Envelope:
         return asdict(self)
 
 
-def weight_member_name(rounding: str, gscale: str) -> str:
-    """The variant name of a weight-family member (``variant-weight-scale-up``, ``variant-weight-nearest-pow2``)."""
-    if gscale == "per-expert" and rounding != "nearest":
-        return f"variant-weight-scale-{rounding}"
-    return f"variant-weight-{rounding}-{gscale}"
-
-
-def act_member_name(rounding: str, gscale: str) -> str:
-    """The variant name of an activation-family member (``variant-act-scale-up``, ``variant-act-gscale-pow2``)."""
-    if gscale == "per-layer":
-        return f"variant-act-scale-{rounding}"
-    if rounding == "nearest":
-        return f"variant-act-gscale-{gscale}"
-    return f"variant-act-{rounding}-{gscale}"
-
-
 def unquantized_reference_slots(problem, dtype: torch.dtype) -> torch.Tensor | None:
     """Per-slot expert outputs [T, k, H] with the unquantized (bf16) weights; None if not kept."""
     if problem.w13_bf16 is None or problem.w2_bf16 is None:
@@ -109,9 +81,9 @@ def weight_format_family(problem, dtype: torch.dtype, unq_slots=None) -> dict[st
 
     - ``unquantized``: the bf16 weights themselves (:func:`unquantized_reference_slots`): a backend with a more
       precise weight format (FP8, bf16);
-    - each quantizer of :data:`WEIGHT_FAMILY` (named by :func:`weight_member_name`): the bf16 weights
-      re-quantized to NVFP4 with E4M3 block scales rounded up or down instead of to nearest, or with one
-      global scale for every expert (per-tensor) or each expert's rounded down to a power of two: a backend
+    - each quantizer of :data:`sm120lab.moe.variants.WEIGHT_QUANTIZER_VARIANTS`, by its variant name: the bf16
+      weights re-quantized to NVFP4 with E4M3 block scales rounded up or down instead of to nearest, or with
+      one global scale for every expert (per-tensor) or each expert's rounded down to a power of two: a backend
       whose checkpoint came from another legitimate quantizer.
 
     A 16-bit-activation backend's cell or token is out of envelope only when it is far from the expected
@@ -119,36 +91,22 @@ def weight_format_family(problem, dtype: torch.dtype, unq_slots=None) -> dict[st
     unq = unquantized_reference_slots(problem, dtype) if unq_slots is None else unq_slots
     if unq is None:
         return {}
-    from .variants import ScaleRounding, WeightGlobalScale, requantize_expert, weight_global_scales
+    from .variants import WEIGHT_QUANTIZER_VARIANTS
 
     out = {"unquantized": unq}
-    for rounding, gscale in WEIGHT_FAMILY:
-        r = ScaleRounding(rounding)
-        gs13 = weight_global_scales(problem.w13.global_scale, WeightGlobalScale(gscale))
-        gs2 = weight_global_scales(problem.w2.global_scale, WeightGlobalScale(gscale))
-        out[weight_member_name(rounding, gscale)] = grouped_moe_forward(
-            problem.hidden.to(dtype), problem.topk_ids, None, problem.config.E,
-            lambda e, r=r, g=gs13: requantize_expert(problem.w13_bf16, g, e, r).to(dtype),
-            lambda e, r=r, g=gs2: requantize_expert(problem.w2_bf16, g, e, r).to(dtype),
-            per_slot=True)
+    for v in (cls() for cls in WEIGHT_QUANTIZER_VARIANTS):
+        out[v.name] = v.forward(problem, dtype, per_slot=True)
     return out
-
-
-def weight_format_alternates(problem, dtype: torch.dtype, unq_slots=None) -> list[torch.Tensor]:
-    """:func:`weight_format_family` as a list (the unquantized-weight forward first)."""
-    return list(weight_format_family(problem, dtype, unq_slots).values())
 
 
 def activation_family(problem, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """The activation half of the null family: per-slot outputs [T, k, H] (fp32 math, the checkpoint's NVFP4
-    weights) of each legitimate activation quantizer of :data:`ACT_FAMILY` other than the contract's, by
-    name (:func:`act_member_name`). Their spread around ``emulated-w4a4`` per cell, expert, token and layer
-    is the band a W4A4 backend is judged in (:func:`null_bands`)."""
-    from .variants import GlobalScale, ScaleRounding, w4a4_forward
+    weights) of each legitimate activation quantizer of :data:`sm120lab.moe.variants.ACT_FAMILY_VARIANTS`, by its
+    variant name. Their spread around ``emulated-w4a4`` per cell, expert, token and layer is the band a W4A4
+    backend is judged in (:func:`null_bands`)."""
+    from .variants import ACT_FAMILY_VARIANTS
 
-    return {act_member_name(r, g): w4a4_forward(problem, None, rounding=ScaleRounding(r), gscale=GlobalScale(g),
-                                                per_slot=True).to(dtype)
-            for r, g in ACT_FAMILY}
+    return {v.name: v.forward(problem, per_slot=True).to(dtype) for v in (cls() for cls in ACT_FAMILY_VARIANTS)}
 
 
 @dataclass
@@ -238,11 +196,6 @@ def make_envelope(emulated_report, problem, ref_out: torch.Tensor, ref_slots: to
     garbage_rel = max(float(np.clip(2 * base, 0.2, 0.5)), 2.0 * e_a)
     garbage_w4a4 = max(garbage_rel, W4A4_GLOBAL_Z * (e_a if layer_band is None else layer_band))
     return Envelope(e_a=e_a, e_w=e_w, cell_a=cell_a, cell_w=cell_w, expert_a=expert_a, correct_rel=1.5 * e_a,
-                    garbage_rel=garbage_rel, garbage_cosine=_cosine_at(garbage_rel), cell_w_dev=cell_w_dev,
-                    garbage_rel_w4a4=garbage_w4a4, garbage_cosine_w4a4=_cosine_at(garbage_w4a4),
+                    garbage_rel=garbage_rel, garbage_cosine=cosine_at(garbage_rel), cell_w_dev=cell_w_dev,
+                    garbage_rel_w4a4=garbage_w4a4, garbage_cosine_w4a4=cosine_at(garbage_w4a4),
                     act_layer_band=layer_band)
-
-
-def _cosine_at(rel: float) -> float:
-    """min(0.9, 1/sqrt(1 + rel^2)): the cosine of an output whose uncorrelated error is ``rel``."""
-    return min(0.9, 1.0 / float(np.sqrt(1.0 + rel ** 2)))

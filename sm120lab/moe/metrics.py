@@ -154,7 +154,7 @@ def cell_diff(slot_outs: list[torch.Tensor], ref_slots: torch.Tensor, topk_ids: 
 
     ``twin_slots``: the expected numerics (default: the reference); ``alt_slots``: the other
     acceptable expected outputs (the weight-format family: the unquantized-weight forward and the
-    weights re-quantized by legitimate other quantizers, :func:`sm120lab.moe.envelope.weight_format_alternates`),
+    weights re-quantized by legitimate other quantizers, :func:`sm120lab.moe.envelope.weight_format_family`),
     one tensor or a sequence, or None; per cell the nearest of them is kept (``alt_num``/``alt_den``).
     """
     alts = as_alternates(alt_slots)
@@ -218,7 +218,7 @@ def _nearest_alternate(o: torch.Tensor, alts: list[torch.Tensor]) -> tuple[torch
 def token_diff(out: torch.Tensor, twin: torch.Tensor, alt=None) -> TokenDiff:
     """Per-token deviation of a main-run output [T, H] from ``twin`` (and ``alt``), both [T, H].
 
-    ``alt``: one tensor or a sequence (the weight-format family: :func:`sm120lab.moe.envelope.weight_format_alternates`);
+    ``alt``: one tensor or a sequence (the weight-format family: :func:`sm120lab.moe.envelope.weight_format_family`);
     ``dev_alt`` is then the deviation from the nearest of them, per token."""
     sentinel, nan, inf = _masks(out)
     badm = sentinel | nan | inf

@@ -37,11 +37,16 @@ import numpy as np
 import torch
 
 from . import verdict as rules
-from .envelope import ACT_FAMILY, WEIGHT_FAMILY, act_member_name, weight_member_name
 from .faults import FAULTS, SUBTLE_FAULTS, TOKEN_RECALL, judge_fault
 from .harness import check, one_thread_for_small, replay_command
 from .problem import ROUTINGS, make_moe_problem
-from .variants import SATURATING_VARIANTS, WEIGHT_OUT_OF_FAMILY, all_variants
+from .variants import (
+    ACT_FAMILY_VARIANTS,
+    SATURATING_VARIANTS,
+    WEIGHT_OUT_OF_FAMILY,
+    WEIGHT_QUANTIZER_VARIANTS,
+    all_variants,
+)
 from .verdict import Verdict, pooled_deviation
 
 __all__ = ["CORRECT_BACKENDS", "FAMILIES", "TOKEN_RECALL", "false_alarm_sweep", "merge_sweeps", "problem_of", "sweep_problem"]
@@ -114,7 +119,8 @@ def _extremes(acc: dict, name: str, stats: dict, worst) -> None:
 
 
 def _backends():
-    """(correct names, variants, saturating, required faults, envelope-judged faults), built fresh (in each worker)."""
+    """(correct names, variants, recorded-not-held variants (saturating calibrations, weight quantizers in no
+    family member), required faults, envelope-judged faults), built fresh (in each worker)."""
     variants = all_variants()
     correct = list(CORRECT_BACKENDS) + [v.name for v in variants]
     return correct, variants, [cls() for cls in SATURATING_VARIANTS + WEIGHT_OUT_OF_FAMILY], \
@@ -126,15 +132,15 @@ def sweep_problem(job: tuple) -> dict:
     every backend, each fault's outcome, the failures, and the statistics the rules threshold (a picklable
     dict: :func:`false_alarm_sweep` runs it in worker processes too)."""
     preset, family, s, device = job
-    correct, variants, saturating, required, subtle = _backends()
+    correct, variants, recorded, required, subtle = _backends()
     faults = required + subtle
-    order = correct + [v.name for v in saturating] + [f.name for f in faults]
+    order = correct + [v.name for v in recorded] + [f.name for f in faults]
     prob = problem_of(preset, family, s, device)
-    res = check(prob, list(CORRECT_BACKENDS) + variants + saturating + faults, keep_output=False)
+    res = check(prob, list(CORRECT_BACKENDS) + variants + recorded + faults, keep_output=False)
     where = {"preset": preset, "family": family, "seed": s, "tokens": prob.tokens, "replay": replay_command(prob)}
     out = {"verdicts": {n: str(res.reports[n].verdict) for n in order}, "faults": {}, "failures": [], "highs": {},
            "lows": {}}
-    for name in correct + [v.name for v in saturating]:
+    for name in correct + [v.name for v in recorded]:
         rep = res.reports[name]
         if rep.diff is not None:
             out["highs"][name] = _stats(rep, res.envelope)
@@ -187,9 +193,9 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
         raise ValueError(f"families must be among {FAMILIES}, got {bad}")
     if not list(presets) or not list(families):  # 0 problems would read as a clean sweep
         raise ValueError(f"presets and families must each name at least one, got {list(presets)} x {list(families)}")
-    correct, _, saturating, required, subtle = _backends()
+    correct, _, recorded, required, subtle = _backends()
     faults = required + subtle
-    order = correct + [v.name for v in saturating] + [f.name for f in faults]
+    order = correct + [v.name for v in recorded] + [f.name for f in faults]
     verdicts: dict[str, Counter] = {name: Counter() for name in order}
     fault_stats = {f.name: {"caught": 0, "localized": 0, "localized_exactly": 0, "not_applicable": 0, "of": 0,
                             "required": f in required, "envelope_judged": f.envelope_judged, "shared": f.shared}
@@ -233,12 +239,12 @@ def false_alarm_sweep(presets=("tiny",), families=FAMILIES, problems: int = 100,
         "device": str(device), "torch_threads": 1 if torch.device(device).type == "cpu" else None,
         "workers": jobs,
         "backends": {"correct": correct,
-                     "saturating": [v.name for v in saturating if type(v) in SATURATING_VARIANTS],
-                     "recorded_not_held": [v.name for v in saturating],
+                     "saturating": [v.name for v in recorded if type(v) in SATURATING_VARIANTS],
+                     "recorded_not_held": [v.name for v in recorded],
                      "faults_required": [f.name for f in required],
                      "faults_envelope_judged": [f.name for f in subtle],
-                     "act_family": [act_member_name(r, g) for r, g in ACT_FAMILY],
-                     "weight_family": ["unquantized"] + [weight_member_name(r, g) for r, g in WEIGHT_FAMILY]},
+                     "act_family": [cls().name for cls in ACT_FAMILY_VARIANTS],
+                     "weight_family": ["unquantized"] + [cls().name for cls in WEIGHT_QUANTIZER_VARIANTS]},
         "token_recall": TOKEN_RECALL,
         "rules": {k: getattr(rules, k) for k in rules.__all__ if k.isupper()},
         "statistics": {"correct_backends_max": highs, "faults_min_margin": lows},

@@ -50,7 +50,7 @@ from .grouping import grouped_moe_forward
 from .problem import abs_quantile, intermediate_quantile
 from .reference import dequantize_expert
 
-__all__ = ["ACT_OUT_OF_FAMILY", "QUANTIZER_VARIANTS", "WEIGHT_OUT_OF_FAMILY", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
+__all__ = ["ACT_FAMILY_VARIANTS", "ACT_OUT_OF_FAMILY", "QUANTIZER_VARIANTS", "WEIGHT_OUT_OF_FAMILY", "SATURATING_VARIANTS", "VARIANTS", "WEIGHT_QUANTIZER_VARIANTS", "ActQuantVariant",
            "GlobalScale", "Reciprocal", "ScaleRounding", "Variant", "WeightGlobalScale", "WeightQuantVariant",
            "requantize_expert", "weight_global_scales",
            "all_variants", "e4m3_round", "fake_quant_nvfp4", "w4a4_forward"]
@@ -264,9 +264,13 @@ class ActQuantVariant(Variant):
         self.difference = f"activation block scales rounded {self.rounding}, {self.gscale} global scales{q}{r}"
         self.name = name or f"variant-act-{self.rounding}-{self.gscale}" + ("" if not r else f"-{self.reciprocal}")
 
+    def forward(self, problem, per_slot: bool = False) -> torch.Tensor:
+        """:func:`w4a4_forward` with this quantizer: [T, H] fp32, or the per-slot outputs [T, k, H]."""
+        return w4a4_forward(problem, None if per_slot else problem.topk_weights, rounding=self.rounding,
+                            gscale=self.gscale, quantile=self.quantile, reciprocal=self.reciprocal, per_slot=per_slot)
+
     def run(self, problem, out):
-        out.copy_(w4a4_forward(problem, problem.topk_weights, rounding=self.rounding, gscale=self.gscale,
-                               quantile=self.quantile, reciprocal=self.reciprocal))
+        out.copy_(self.forward(problem))
         return {"difference": self.difference}
 
 
@@ -324,7 +328,7 @@ class WeightQuantVariant(Variant):
 
     It does not compute the checkpoint's numbers (its codes differ), so it is judged like a backend with
     another weight format: degraded with the reason, never garbage (the weight-format family of
-    :func:`sm120lab.moe.envelope.weight_format_alternates`)."""
+    :func:`sm120lab.moe.envelope.weight_format_family`)."""
 
     def __init__(self, rounding: ScaleRounding = ScaleRounding.NEAREST,
                  gscale: WeightGlobalScale = WeightGlobalScale.PER_EXPERT, name: str | None = None):
@@ -332,14 +336,19 @@ class WeightQuantVariant(Variant):
         self.difference = f"weights re-quantized from bf16: block scales rounded {self.rounding}, {self.gscale} global scales"
         self.name = name or f"variant-weight-{self.rounding}-{self.gscale}"
 
-    def _requant(self, w_bf16: torch.Tensor, q) -> torch.Tensor:
-        gs = weight_global_scales(q.global_scale, self.gscale)
-        return torch.stack([requantize_expert(w_bf16, gs, e, self.rounding) for e in range(w_bf16.shape[0])])
+    def forward(self, problem, dtype: torch.dtype = torch.float32, per_slot: bool = False) -> torch.Tensor:
+        """The layer with the re-quantized weights (only the routed experts are re-quantized): [T, H] in
+        ``dtype``, or the per-slot outputs [T, k, H]."""
+        w13, w2 = _unquantized(problem, "w13"), _unquantized(problem, "w2")
+        gs13 = weight_global_scales(problem.w13.global_scale, self.gscale)
+        gs2 = weight_global_scales(problem.w2.global_scale, self.gscale)
+        return grouped_moe_forward(problem.hidden.to(dtype), problem.topk_ids, None if per_slot else problem.topk_weights,
+                                   problem.config.E,
+                                   lambda e: requantize_expert(w13, gs13, e, self.rounding).to(dtype),
+                                   lambda e: requantize_expert(w2, gs2, e, self.rounding).to(dtype), per_slot=per_slot)
 
     def run(self, problem, out):
-        w13 = self._requant(_unquantized(problem, "w13"), problem.w13)
-        w2 = self._requant(_unquantized(problem, "w2"), problem.w2)
-        out.copy_(self._forward(problem, lambda e: w13[e], lambda e: w2[e], torch.float32))
+        out.copy_(self.forward(problem))
         return {"difference": self.difference}
 
 
@@ -352,7 +361,7 @@ WeightPerTensorScale = _quantizer("WeightPerTensorScale", "variant-weight-neares
 WeightPow2Scale = _quantizer("WeightPow2Scale", "variant-weight-nearest-pow2", base=WeightQuantVariant,
                              gscale=WeightGlobalScale.POW2)
 #: legitimate weight-quantizer variants (checkpoints from other quantizers), each a member of the envelope's
-#: weight-format family (:data:`sm120lab.moe.envelope.WEIGHT_FAMILY`), held to 0 garbage like the rest
+#: weight-format family (:func:`sm120lab.moe.envelope.weight_format_family`), held to 0 garbage like the rest
 WEIGHT_QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (WeightScaleRoundUp, WeightScaleRoundDown, WeightPerTensorScale,
                                                         WeightPow2Scale)
 #: weight quantizers that are in NO family member (two choices changed at once): swept and recorded beside the
@@ -364,11 +373,13 @@ WEIGHT_OUT_OF_FAMILY: tuple[type[Variant], ...] = (
     _quantizer("WeightDownPow2", "variant-weight-down-pow2", base=WeightQuantVariant, rounding=ScaleRounding.DOWN,
                gscale=WeightGlobalScale.POW2))
 
-#: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage; the first five
-#: are the members of the envelope's activation family (:data:`sm120lab.moe.envelope.ACT_FAMILY`), each judged
-#: by the others (leave-one-out), the approximate reciprocal is in none
-QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
-                                                 PerTokenGlobalScale, Pow2GlobalScale, ApproxReciprocal)
+#: the members of the envelope's activation family (:func:`sm120lab.moe.envelope.activation_family`), each judged by
+#: the others (leave-one-out)
+ACT_FAMILY_VARIANTS: tuple[type[Variant], ...] = (ScaleRoundUp, ScaleRoundDown, PerExpertGlobalScale,
+                                                  PerTokenGlobalScale, Pow2GlobalScale)
+#: legitimate activation-quantizer variants (W4A4): the false-alarm sweep holds each to 0 garbage; the approximate
+#: reciprocal is in no member of the family
+QUANTIZER_VARIANTS: tuple[type[Variant], ...] = (*ACT_FAMILY_VARIANTS, ApproxReciprocal)
 #: activation quantizers in no family member (two or three choices changed at once)
 ACT_OUT_OF_FAMILY: tuple[type[Variant], ...] = (
     _quantizer("ActUpPerToken", "variant-act-up-per-token", rounding=ScaleRounding.UP, gscale=GlobalScale.PER_TOKEN),

@@ -64,7 +64,7 @@ from sm120lab.enums import StrEnum
 
 __all__ = ["DEV_CORRECT", "DEV_GARBAGE", "EXPERT_CONSISTENT", "EXPERT_DEV", "EXPERT_RATIO", "FORMAT_CLOSER", "MIX_LIMIT",
            "ROUNDING_FLOOR", "SHARED_CELL_SHARE", "SHARED_MIN_EXPERTS", "TOKEN_GARBAGE", "W4A4_CELL_Z", "W4A4_EXPERT_Z", "W4A4_GLOBAL_Z", "Judgement", "Verdict",
-           "judge", "pooled_deviation", "systematic_experts", "w4a4_expert_band", "w4a4_layer_limit"]
+           "cosine_at", "judge", "pooled_deviation", "systematic_experts", "w4a4_expert_band", "w4a4_layer_limit"]
 
 
 class Verdict(StrEnum):
@@ -187,7 +187,12 @@ def w4a4_layer_limit(report, env) -> tuple[float, float]:
     if band is None or not np.isfinite(band):
         return env.garbage_rel_w4a4, env.garbage_cosine_w4a4
     rel = max(env.garbage_rel, W4A4_GLOBAL_Z * float(band))
-    return rel, min(0.9, 1.0 / float(np.sqrt(1.0 + rel ** 2)))
+    return rel, cosine_at(rel)
+
+
+def cosine_at(rel: float) -> float:
+    """min(0.9, 1/sqrt(1 + rel^2)): the cosine of an output whose uncorrelated error is ``rel``."""
+    return min(0.9, 1.0 / float(np.sqrt(1.0 + rel ** 2)))
 
 
 def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
@@ -195,9 +200,9 @@ def systematic_experts(report, near: np.ndarray, hot: np.ndarray | None = None) 
 
     16-bit-activation backends: pooled deviation > ``EXPERT_DEV`` and > ``EXPERT_RATIO`` x the median
     pooled deviation of the other routed experts (at least ``ROUNDING_FLOOR``), with at least
-    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``; a backend with another weight format
-    (:func:`other_weight_format`) also beyond ``WEIGHT_Z`` x the weight-format family's pooled radius (its pooled
-    distance from the unquantized-weight forward). W4A4 backends: the pooled deviation in
+    ``EXPERT_CONSISTENT`` of its cells beyond ``EXPERT_DEV / 2``; an expert that served one cell, while
+    another routed expert deviates beyond ``ROUNDING_FLOOR`` too, only beyond ``DEV_GARBAGE`` (the cell rule).
+    W4A4 backends: the pooled deviation in
     units of the expert's band (the null family's largest pooled deviation from emulated-w4a4 there) >
     ``W4A4_EXPERT_Z`` and > 2 x the other experts' median (a deviation of its own, not a shared one), with
     the same consistency beyond half that limit.
