@@ -239,7 +239,8 @@ def _gemm_ptrs(a_mode: int, fuse: bool) -> dict:
 
 def _decode_ptrs(fuse: bool) -> dict:
     return {"a_ptr": "*bf16", "w_ptr": "*i32", "ws_ptr": "*u8", "alpha_ptr": "*fp32",
-            "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32", "expert_ptr": "*i64", "slot_ptr": "*i64"}
+            "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32", "expert_ptr": "*i64", "slot_ptr": "*i64",
+            "err_ptr": "*i32"}
 
 
 def config_key(variant: str, cfg) -> str:
@@ -274,7 +275,8 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
                   CG=cfg.CG or int(cfg.SORTED))
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
-                "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64"}
+                "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64",
+                "err_ptr": "*i32"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
     else:
         from ..kernels.moe_decode import moe_w4a16_decode_kernel as fn
@@ -353,20 +355,23 @@ def frag_config_applies(variant: str, cfg) -> bool:
 
 def compile_sort(cc: int) -> list[dict]:
     """The token sort's kernels (:mod:`sm120lab.kernels.moe_sort`) at E = 512, BLOCK_M = 16: the count kernel in its
-    multi-program and one-program forms, and the place kernel."""
+    multi-program and one-program forms, and the place kernel, as the layer runs them (``ZERO``: the dropped
+    slots' fp32 output rows are zeroed)."""
     from ..kernels.moe_sort import moe_sort_count_kernel, moe_sort_place_kernel, sort_constexprs
 
     i32 = ("rank_ptr", "counts_ptr", "done_ptr", "start_ptr", "bend_ptr", "fill_ptr", "sorted_ids_ptr",
            "block_expert_ptr")
-    ptrs = {"topk_ids_ptr": "*i64", **{n: "*i32" for n in i32}}
+    ptrs = {"topk_ids_ptr": "*i64", **{n: "*i32" for n in i32}, "err_ptr": "*i32", "zero_ptr": "*fp32"}
+    div = ("num_experts", "zero_cols", "stride_z")
     rows = []
     for name, single in (("E512_m16_multi", False), ("E512_m16_single", True)):
-        row = compile_kernel(moe_sort_count_kernel, ptrs, sort_constexprs(512, 16, single), cc, 4, 1, ("num_experts",))
+        row = compile_kernel(moe_sort_count_kernel, ptrs, sort_constexprs(512, 16, single, zero=True), cc, 4, 1, div)
         row.pop("_sass")
         rows.append({"kernel": "moe_sort_count", "config": name, **row})
-    ce = {k: v for k, v in sort_constexprs(512, 16, False).items() if k in ("BLOCK_M", "PCHUNK", "BB", "STEPS")}
+    ce = {k: v for k, v in sort_constexprs(512, 16, False, zero=True).items()
+          if k in ("BLOCK_M", "PCHUNK", "BB", "STEPS", "ZERO")}
     place_ptrs = {k: v for k, v in ptrs.items() if k not in ("counts_ptr", "done_ptr")}
-    row = compile_kernel(moe_sort_place_kernel, place_ptrs, ce, cc, 4, 1, ("num_experts",))
+    row = compile_kernel(moe_sort_place_kernel, place_ptrs, ce, cc, 4, 1, div)
     row.pop("_sass")
     rows.append({"kernel": "moe_sort_place", "config": "E512_m16_place", **row})
     return rows

@@ -30,6 +30,11 @@ Slots: ``SORTED=False`` takes slot ``pid_m`` and its expert from ``topk_ids`` di
 launch: the fewest launches for T <= 16); ``SORTED=True`` takes slot ``sorted_ids[pid_m]`` and
 ``block_expert[pid_m]`` from :func:`.moe_sort.moe_sort` with BLOCK_M = 1, so the rows of one
 expert run back to back and its weights are re-read from L2, not DRAM.
+
+Ids outside ``[0, E)`` (``SORTED=False``, issue 32): the slot loads no weights (its rows are masked,
+expert 0's address) and writes 0; the w13 launch (``FUSE_SILU``) adds one to ``err_ptr`` per such slot
+(from its ``pid_n == 0`` program), the w2 launch does not count again. Sorted slots come from
+:func:`.moe_sort.moe_sort`, which drops them.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def word_dot(q, sc, a0, a1, a2, a3, a4, a5, a6, a7, acc, FAST: tl.constexpr):
 def moe_w4a16_decode_kernel(
     a_ptr, w_ptr, ws_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
     N, KW, num_slots, a_row_div, n_up,
-    stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_om,
+    stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_om, err_ptr, num_experts,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr, SORTED: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr, FAST: tl.constexpr, DEPTH: tl.constexpr = 1,
 ):
@@ -112,6 +117,11 @@ def moe_w4a16_decode_kernel(
     else:
         slot = pid_m
     expert = tl.load(expert_ptr + pid_m)
+    if not SORTED:  # topk_ids: an id outside [0, E) is no expert (masked rows, counted once by w13)
+        bad = (expert < 0) | (expert >= num_experts)
+        if FUSE_SILU:
+            tl.atomic_add(err_ptr, 1, mask=bad & (pid_n == 0))
+        expert = tl.where(bad, 0, expert)
     if expert < 0:
         return
     expert = expert.to(tl.int64)
@@ -124,7 +134,10 @@ def moe_w4a16_decode_kernel(
     else:
         n_out = pid_n * BLOCK_N + r
         rows = n_out
-    row_ok = (n_out < N)[:, None]
+    if SORTED:
+        row_ok = (n_out < N)[:, None]
+    else:  # no weight row of a slot without an expert is read (the stores still write its zeros)
+        row_ok = (n_out < tl.where(bad, 0, N))[:, None]
     w_rows = w_ptr + expert * stride_we + rows.to(tl.int64)[:, None] * stride_wn
     s_rows = ws_ptr + expert * stride_se + rows.to(tl.int64)[:, None] * stride_sn
     offs_w = tl.arange(0, BLOCK_KW)

@@ -56,6 +56,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .id_errors import counter_for
 from .plan import frag_supported  # noqa: F401  (re-exported: the gate lives in .plan)
 from .prepack import FRAG_MASK, FRAG_R3_ROT, FRAG_R3_ROT_SEL, FRAG_R3_SELECT, FRAG_ROT
 
@@ -216,7 +217,7 @@ def _frag_store(v, out_ptr, topk_w_ptr, slot_ptr, base, cg, n, col, pid_m, N, nu
 def moe_w4a16_frag_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
     N, KC, num_slots, a_row_div, up_tiles,
-    stride_am, stride_qe, stride_se, stride_om,
+    stride_am, stride_qe, stride_se, stride_om, err_ptr, num_experts,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
     TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
 ):
@@ -228,10 +229,18 @@ def moe_w4a16_frag_kernel(
     ``CG`` (column groups): 0 = one slot per program (``expert_ptr``: ``topk_ids`` flat); 1, 2 or 4 =
     one ``8 * CG``-slot block of ``moe_sort(ids, E, 8 * CG)`` per program (``expert_ptr``/``slot_ptr``:
     ``block_expert``/``sorted_ids``): each weight word is dequantized once for ``CG`` MMAs, one per group
-    of 8 slots (separate 1-D tensors, so every operand of the asm keeps one layout)."""
+    of 8 slots (separate 1-D tensors, so every operand of the asm keeps one layout).
+
+    ``CG`` = 0, an id outside [0, E) (issue 32): the slot runs on expert 0's address with factor 0 (writes
+    exactly 0); the w13 launch (``FUSE_SILU``) adds one to ``err_ptr`` per such slot (``pid_n == 0``)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     expert = tl.load(expert_ptr + pid_m).to(tl.int64)
+    if CG == 0:  # topk_ids straight: an id outside [0, E) is no expert
+        bad = (expert < 0) | (expert >= num_experts)
+        if FUSE_SILU:
+            tl.atomic_add(err_ptr, 1, mask=bad & (pid_n == 0))
+        expert = tl.where(bad, 0, expert)
     if expert < 0:
         return
     i, j, lane, w, g, t, tile = _frag_lanes(pid_n, up_tiles, FUSE_SILU, TILES, WARPS, OUT_T)
@@ -271,6 +280,8 @@ def moe_w4a16_frag_kernel(
         q = q_next
         sc = sc_next
     alpha = tl.load(alpha_ptr + expert)
+    if CG == 0:
+        alpha = tl.where(bad, 0.0, alpha)
     n, col = _frag_out_index(pid_n, OUT_T)
     v0 = _frag_epilogue(_frag_reduce(c0, TILES, WARPS), alpha, OUT_T, FUSE_SILU)
     _frag_store(v0, out_ptr, topk_w_ptr, slot_ptr, base, 0, n, col, pid_m, N, num_slots, stride_om,
@@ -287,14 +298,17 @@ def moe_w4a16_frag_kernel(
 
 @triton.jit
 def _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, ids_ptr, a_tok, q_off, s_off, slot0, c, w, ITERS, KC,
-                 stride_qe, stride_se, stride_am, TOPK: tl.constexpr, WARPS: tl.constexpr, WITH_ACT: tl.constexpr):
+                 stride_qe, stride_se, stride_am, num_experts, TOPK: tl.constexpr, WARPS: tl.constexpr,
+                 WITH_ACT: tl.constexpr):
     """Chunk ``c`` of the w2+sum loop (expert ``c // ITERS`` of the token, K chunk ``(c % ITERS) * WARPS + w``):
     its weight words and scale pair, and with ``WITH_ACT`` also its activations and the expert's factor
-    ``alpha[e] * topk_w`` (else zeros, loaded where they are used); zeros past the end."""
+    ``alpha[e] * topk_w`` (else zeros, loaded where they are used); zeros past the end and for an id
+    outside [0, E) (no weights read, factor 0)."""
     jn = c // ITERS
     kn = (c % ITERS) * WARPS + w
-    live = jn < TOPK
-    e = tl.load(ids_ptr + slot0 + jn, mask=live, other=0).to(tl.int64)
+    e = tl.load(ids_ptr + slot0 + jn, mask=jn < TOPK, other=0).to(tl.int64)
+    live = (jn < TOPK) & (e >= 0) & (e < num_experts)
+    e = tl.where(live, e, 0)
     ok = (kn < KC) & live
     q = tl.load(q_ptr + e * stride_qe + q_off + kn * 128, mask=ok, other=0)
     sc = tl.load(s_ptr + e * stride_se + s_off + kn * 32, mask=ok, other=0).to(tl.int32)
@@ -311,7 +325,7 @@ def _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, ids_ptr, a_tok, q_off, s_o
 @triton.jit
 def moe_w4a16_frag_w2sum_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, topk_ids_ptr,
-    N, KC, stride_am, stride_qe, stride_se, stride_om,
+    N, KC, stride_am, stride_qe, stride_se, stride_om, num_experts,
     TOPK: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr, PREFETCH: tl.constexpr = False,
 ):
     """w2 and the sum over a token's k choices in one launch (small T): program (tile group, token t)
@@ -320,7 +334,8 @@ def moe_w4a16_frag_w2sum_kernel(
 
         out[t, n] = sum_j topk_w[t, j] * alpha[e_j] * (W2[e_j] @ inter[t * TOPK + j])[n]
 
-    in the output's dtype (bf16), with no fp32 per-slot buffer and no separate sum and cast.
+    in the output's dtype (bf16), with no fp32 per-slot buffer and no separate sum and cast. A choice whose
+    id lies outside [0, E) adds 0 and reads no w2 weights (issue 32; the w13 launch counted it).
 
     ``PREFETCH``: the chunk in flight also carries its activations and the expert's factor, so no load in
     the loop waits on another load of the same step; else they are loaded where they are used. Which is
@@ -337,13 +352,13 @@ def moe_w4a16_frag_w2sum_kernel(
     slot0 = tok * TOPK
     a_tok = a_ptr + slot0.to(tl.int64) * stride_am + (4 * t + j)
     q, sc, b, f = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off, slot0, 0, w,
-                               ITERS, KC, stride_qe, stride_se, stride_am, TOPK, WARPS, PREFETCH)
+                               ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK, WARPS, PREFETCH)
     c = tl.zeros((R,), tl.float32)
     total = tl.zeros((R,), tl.float32)
     for it in range(0, TOPK * ITERS):
         q_n, sc_n, b_n, f_n = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
-                                           slot0, it + 1, w, ITERS, KC, stride_qe, stride_se, stride_am, TOPK,
-                                           WARPS, PREFETCH)
+                                           slot0, it + 1, w, ITERS, KC, stride_qe, stride_se, stride_am,
+                                           num_experts, TOPK, WARPS, PREFETCH)
         jc = it // ITERS
         if not PREFETCH:
             kc = (it % ITERS) * WARPS + w
@@ -353,7 +368,8 @@ def moe_w4a16_frag_w2sum_kernel(
         if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its factor
             if not PREFETCH:
                 e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
-                f = tl.load(alpha_ptr + e_c) * tl.load(topk_w_ptr + slot0 + jc).to(tl.float32)
+                f = tl.load(alpha_ptr + e_c, mask=(e_c >= 0) & (e_c < num_experts), other=0.0) * tl.load(
+                    topk_w_ptr + slot0 + jc).to(tl.float32)
             total += c * f
             c = tl.zeros((R,), tl.float32)
         q, sc, b, f = q_n, sc_n, b_n, f_n
@@ -396,7 +412,7 @@ def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
 
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
                 slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
-                sorted_cols: bool, tiles: int, warps: int, cg: int = 0) -> None:
+                sorted_cols: bool, tiles: int, warps: int, cg: int = 0, id_errors: torch.Tensor | None = None) -> None:
     """One fragment-kernel launch.
 
     Args:
@@ -408,6 +424,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         tiles: 16-row tiles per program (w13: gate + up, even); warps: num_warps (split K).
         cg: column groups per program (:func:`moe_w4a16_frag_kernel`'s ``CG``): 0 with ``sorted_cols``
             means 1; 1, 2 or 4 need ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
+        id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
+            (None: :func:`.id_errors.id_error_counter` of the device).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -419,9 +437,10 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     out_t = tiles // 2 if fuse_silu else tiles
     groups = expert_ids.numel()
     grid = (triton.cdiv(n_out, 16 * out_t), groups)
+    err = counter_for(a.device, id_errors)
     args = (a.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, expert_ids, slot_ids,
             n_out, kc, num_slots, a_row_div, n_out // 16,
-            a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0))
+            a.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0), err, e)
     if cg not in (0, 1, 2, 4):
         raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
     if cg and not sorted_cols:
@@ -441,5 +460,5 @@ def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.
     grid = (triton.cdiv(n, 16 * tiles), t)
     moe_w4a16_frag_w2sum_kernel[grid](
         inter.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, topk_ids,
-        n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0),
+        n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0), e,
         TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=prefetch, num_warps=warps, num_stages=1)

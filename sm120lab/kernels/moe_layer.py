@@ -12,6 +12,13 @@ scales). Modes:
   ``emulated-w4a4`` contract says; the GEMM uses ``tl.dot_scaled`` where the GPU has block-scaled
   FP4 MMA and the Triton version supports it (``native_fp4_supported``), else the exact in-kernel
   dequantization (same numerics). The native path is unverified on SM120 hardware.
+
+Expert ids outside ``[0, E)`` (issue 32): on CPU tensors they are refused on the host before any kernel
+(:func:`check_expert_ids`, no device involved); on CUDA nothing is read on the host by default: the
+kernels treat such a slot as "no expert" (it adds exactly 0 to its token's output) and add their number
+to a device-side int32 counter (``id_errors=``, else :func:`.id_errors.id_error_counter`), with no host
+sync, eagerly and under CUDA-graph capture alike. ``check_ids=True`` (or ``SM120LAB_CHECK_IDS=1``) reads
+the call's count after the kernels and raises the one-line ValueError (:mod:`.id_errors`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import torch
 import triton
 
 from ..nvfp4 import NVFP4Tensor
+from .id_errors import check_ids_enabled, counter_for, id_error_counter  # noqa: F401  (re-exported)
 from .moe_configs import DecodeConfig, FragConfig, GemmConfig
 from .moe_decode import moe_w4a16_decode_kernel
 from .moe_frag import launch_frag, launch_frag_w2_sum
@@ -121,8 +129,9 @@ def launch_moe_gemm(a, a_scale, a_gs, w_args, out, topk_w, sorted_ids, block_exp
 
 
 def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, num_slots, a_row_div, n_up,
-                  fuse_silu, mul_routing, cfg: DecodeConfig, fast: bool):
-    """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots)."""
+                  fuse_silu, mul_routing, cfg: DecodeConfig, fast: bool, id_errors: torch.Tensor | None = None):
+    """One decode launch (:mod:`.moe_decode`); grid = (output tiles, slots). ``id_errors``: the int32 [1]
+    counter an unsorted w13 launch adds out-of-range ids to (None: :func:`.id_errors.id_error_counter`)."""
     e, _, k = w.shape
     kw = k // 8
     # the K tile: a power of two (tl.arange) that divides the row's words (the activation loads are
@@ -136,6 +145,7 @@ def launch_decode(a, w: PackedNVFP4, out, topk_w, expert_ids, slot_ids, *, n, nu
         a, w.words, w.scales, w.alpha, out, topk_w, expert_ids, slot_ids,
         n, kw, num_slots, a_row_div, n_up,
         a.stride(0), w.words.stride(0), w.words.stride(1), w.scales.stride(0), w.scales.stride(1), out.stride(0),
+        counter_for(a.device, id_errors), e,
         FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, SORTED=cfg.SORTED, BLOCK_N=cfg.BLOCK_N, BLOCK_KW=bkw,
         FAST=fast, DEPTH=cfg.DEPTH, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
@@ -190,7 +200,9 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                      configs: tuple[GemmConfig, GemmConfig] | None = None, fast: bool | None = None,
                      frag: bool | None = None, frag_configs: tuple[FragConfig, FragConfig] | None = None,
                      mode: str = "w4a16", a1_gscale=None, a2_gscale=None, native: bool | None = None,
-                     out: torch.Tensor | None = None, _poison: bool = False) -> torch.Tensor:
+                     out: torch.Tensor | None = None, id_errors: torch.Tensor | None = None,
+                     check_ids: bool | None = None, _poison: bool = False,
+                     _host_id_check: bool = True) -> torch.Tensor:
     """W4A16 MoE layer on prepared weights (:func:`sm120lab.kernels.prepack.prepare_moe_weights`) -> [T, H] bf16.
 
     ``out[t] = sum_j w[t,j] * W2[e_j] @ (SiLU(G[e_j] h_t) * U[e_j] h_t)``, the function of
@@ -210,12 +222,22 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
             ``a2_gscale``; the MMA kernel on the packed canonical words, ``tl.dot_scaled`` where
             ``native`` / :func:`native_fp4_supported`: the same numerics as :func:`fused_moe_nvfp4`).
         out: optional [T, H] bf16 buffer. _poison: fill internal buffers with NaN first (tests).
+        id_errors: optional int32 tensor of one element on the device: the kernels add the number of
+            ``topk_ids`` outside ``[0, E)`` to it (device-side, no host sync); None: the per-device counter
+            :func:`.id_errors.id_error_counter`. Such a slot adds exactly 0 to its token's output.
+        check_ids: read this call's count after the kernels (a host sync, the caller's choice) and raise the
+            one-line ValueError of :func:`check_expert_ids` when it is not 0; None: ``SM120LAB_CHECK_IDS=1``
+            turns it on. Ignored while a CUDA graph is captured. CPU ids are checked on the host before any
+            kernel regardless (:func:`check_expert_ids`). _host_id_check (tests): False skips that CPU host
+            check, so the interpreter runs the kernels' masking.
     """
     if not isinstance(packed, PackedMoEWeights):
         raise TypeError(f"packed must be a PackedMoEWeights (prepare_moe_weights), got {type(packed).__name__}")
     e, h, inter = packed.num_experts, packed.hidden, packed.intermediate
-    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words), e)
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (packed.w13.words, packed.w2.words), e,
+                               host_ids=_host_id_check)
     dev = hidden.device
+    err, check = _id_counter(dev, id_errors, check_ids)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if plan is None:
@@ -226,48 +248,74 @@ def fused_moe_packed(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
         raise ValueError(f"plan is for {plan.shape.key} mode {plan.mode}, the weights are E={e}, N={inter}, K={h} "
                          f"and mode={mode}")
     if plan.path is Path.MMA:
-        return _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
-                            e, h, inter, plan=plan, a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out,
-                            _poison=_poison)
-    if t * k == 0:
+        res = _layer_gemms(hidden, topk_ids, topk_weights, _packed_gemm_args(packed.w13), _packed_gemm_args(packed.w2),
+                           e, h, inter, plan=plan, a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out,
+                           _poison=_poison, err=err)
+    elif t * k == 0:
         res = torch.zeros(t, h, dtype=torch.bfloat16, device=dev)
-        return res if out is None else out.copy_(res)
-    if plan.path is Path.FRAG:
-        return _moe_frag(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan,
-                         out, _poison)
-    return _moe_decode(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan, out,
-                       _poison)
+        res = res if out is None else out.copy_(res)
+    elif plan.path is Path.FRAG:
+        res = _moe_frag(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan,
+                        out, _poison, err)
+    else:
+        res = _moe_decode(hidden.contiguous(), topk_ids.contiguous(), topk_weights.contiguous(), packed, plan, out,
+                          _poison, err)
+    if check:
+        _check_count(err, id_errors, topk_ids, e)
+    return res
 
 
-def _moe_decode(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison):
+def _id_counter(dev, id_errors, check_ids) -> tuple[torch.Tensor, bool]:
+    """(the counter this call's kernels add to, check mode on): in check mode (not under CUDA-graph
+    capture) a fresh zeroed counter, added to ``id_errors`` / the per-device one by :func:`_check_count`."""
+    target = counter_for(dev, id_errors)
+    if check_ids_enabled(check_ids) and not _capturing(dev):
+        return torch.zeros(1, dtype=torch.int32, device=dev), True
+    return target, False
+
+
+def _check_count(err: torch.Tensor, id_errors, topk_ids: torch.Tensor, num_experts: int) -> None:
+    """Check mode: hand the call's count on to the caller's counter, read it (host sync), raise when not 0."""
+    counter_for(err.device, id_errors).add_(err)
+    if int(err.item()):
+        msg = _bad_ids_message(topk_ids, num_experts)
+        raise ValueError(msg or f"topk_ids: expected expert ids in [0, E={num_experts}), got {int(err.item())} "
+                                "outside it (the ids changed after the kernels read them)")
+
+
+def _moe_decode(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison, err):
     """The decode path of :func:`fused_moe_packed`: (sort) -> w13 -> w2 -> k-sum."""
     t, k = ids.shape
     s = t * k
     h, inter = packed.hidden, packed.intermediate
     twf = tw.reshape(-1)
-    slot_ids, expert_ids = plan_columns(plan, ids)
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=hidden.device)
     out_slots = torch.empty(s, h, dtype=torch.float32, device=hidden.device)
     if _poison:
         inter_buf.fill_(float("nan"))
         out_slots.fill_(float("nan"))
+    # a sorted plan drops a slot whose id is outside [0, E): the sort zeroes its out_slots row
+    slot_ids, expert_ids = plan_columns(plan, ids, id_errors=err, zero_rows=out_slots)
     launch_decode(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, n=inter, num_slots=s, a_row_div=k,
-                  n_up=inter, fuse_silu=True, mul_routing=False, cfg=plan.w13, fast=plan.fast)
+                  n_up=inter, fuse_silu=True, mul_routing=False, cfg=plan.w13, fast=plan.fast, id_errors=err)
     launch_decode(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, n=h, num_slots=s, a_row_div=1,
-                  n_up=0, fuse_silu=False, mul_routing=True, cfg=plan.w2, fast=plan.fast)
+                  n_up=0, fuse_silu=False, mul_routing=True, cfg=plan.w2, fast=plan.fast, id_errors=err)
     return _sum_slots(out_slots, t, k, h, out)
 
 
-def plan_columns(plan: MoEPlan, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def plan_columns(plan: MoEPlan, ids: torch.Tensor, *, id_errors: torch.Tensor | None = None,
+                 zero_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(slot_ids, expert_ids) the plan's kernels read: ``moe_sort(ids, E, plan.sort_block)`` where the
-    plan sorts, else one slot per program in token order (both are the flat ``topk_ids``)."""
+    plan sorts (it drops and counts ids outside [0, E) into ``id_errors`` and zeroes their ``zero_rows``
+    rows), else one slot per program in token order (both are the flat ``topk_ids``; the w13 launch
+    masks and counts)."""
     if plan.sort_block:
-        return moe_sort(ids, plan.shape.E, plan.sort_block)
+        return moe_sort(ids, plan.shape.E, plan.sort_block, id_errors=id_errors, zero_rows=zero_rows)
     flat = ids.reshape(-1)
     return flat, flat
 
 
-def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison):
+def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _poison, err):
     """The fragment path of :func:`fused_moe_packed`: (sort into 8- or 32-slot groups) -> w13 -> w2 -> k-sum."""
     if not (packed.w13.has_frag and packed.w2.has_frag):
         raise ValueError("the fragment path needs weights prepared with the fragment layout (N % 16 == 0, K % 64 == 0)")
@@ -277,12 +325,20 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
     dev = hidden.device
     cfg13, cfg2 = plan.w13, plan.w2
     twf = tw.reshape(-1)
-    slot_ids, expert_ids = plan_columns(plan, ids)
     inter_buf = torch.empty(s, inter, dtype=torch.bfloat16, device=dev)
     if _poison:
         inter_buf.fill_(float("nan"))
+    out_slots = None
+    if not plan.w2_sums:
+        out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+        if _poison:
+            out_slots.fill_(float("nan"))
+    # sorted: the sort drops and counts a slot whose id is outside [0, E) and zeroes its out_slots row;
+    # unsorted: the w13 launch counts it, w13 and w2 give it exactly 0
+    slot_ids, expert_ids = plan_columns(plan, ids, id_errors=err, zero_rows=out_slots)
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
-                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG)
+                mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG,
+                id_errors=err)
     if plan.w2_sums:  # w2 and the sum over the k choices in one launch, written in bf16
         if out is not None and (out.shape != (t, h) or out.dtype != torch.bfloat16 or out.stride(1) != 1):
             raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
@@ -291,11 +347,9 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
         launch_frag_w2_sum(inter_buf, packed.w2, res, twf, ids, tiles=cfg2.TILES, warps=cfg2.num_warps,
                            prefetch=cfg2.PREFETCH)
         return res
-    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
-    if _poison:
-        out_slots.fill_(float("nan"))
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
-                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG)
+                mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG,
+                id_errors=err)
     return _sum_slots(out_slots, t, k, h, out)
 
 
@@ -319,39 +373,55 @@ def _capturing(device: torch.device) -> bool:
 
 
 def check_expert_ids(topk_ids: torch.Tensor, num_experts: int) -> None:
-    """Refuse expert ids outside ``[0, num_experts)`` with one line (ValueError), where that costs no
-    host sync on a captured path.
+    """Refuse expert ids outside ``[0, num_experts)`` with one line (ValueError) where that costs no
+    device sync: on CPU tensors only.
 
-    The kernels index the weights and the sort's counters with the ids unchecked: an id of -1 or E is
-    an out-of-bounds access (on the CPU interpreter "double free or corruption" or a segfault; on a
-    GPU an illegal address). The range is checked on the host:
+    Contract (issue 32: no host sync, no broken CUDA-graph capture on the hot path):
 
-    - ``topk_ids`` on the CPU: always (a min/max over T*k ints, no device involved);
-    - on CUDA outside CUDA-graph capture: always, at the cost of one ``aminmax`` launch and one host
-      sync per call (the host waits for the router that wrote the ids; a few microseconds when idle);
-    - on CUDA while a graph is being captured (``torch.cuda.is_current_stream_capturing()``): not at
-      all, since reading the ids would sync and break the capture; a replayed graph reads the ids the
-      engine writes into its static buffer, which its router produces in range. The dtype, shape and
-      device checks (:func:`_check_layer_inputs`) stay on there too: they read no data.
+    - ``topk_ids`` on the CPU: checked here, always (a min/max over T*k ints, no device involved), before
+      any kernel runs;
+    - on CUDA: not read on the host. The kernels treat an id outside ``[0, E)`` as "no expert": the slot
+      reads no weights (or expert 0's under a factor of 0) and adds exactly 0 to its token's output, and a
+      sorted path drops it from every expert block (:func:`.moe_sort.moe_sort`). They add the number of
+      such slots to a device-side int32 counter, once per slot (the sort's count kernel on sorted paths,
+      the w13 launch on unsorted ones): the layer's ``id_errors=`` tensor, else the per-device
+      :func:`.id_errors.id_error_counter` (read with :func:`.id_errors.id_error_count`). Eagerly and under
+      CUDA-graph capture alike; nothing syncs;
+    - check mode (``check_ids=True`` or ``SM120LAB_CHECK_IDS=1``, outside capture): the layer reads its
+      call's count after the kernels and raises this same one-line error (min, max, first bad position).
+
+    The dtype, shape and device checks (:func:`_check_layer_inputs`) read no data and always run.
     """
-    if topk_ids.numel() == 0 or _capturing(topk_ids.device):
+    if topk_ids.device.type != "cpu" or topk_ids.numel() == 0:
         return
+    msg = _bad_ids_message(topk_ids, num_experts)
+    if msg:
+        raise ValueError(msg)
+
+
+def _bad_ids_message(topk_ids: torch.Tensor, num_experts: int) -> str | None:
+    """The one-line error for ids outside ``[0, num_experts)`` (None when all are inside); reads the ids on
+    the host (a sync for CUDA ids: CPU ids and check mode only)."""
+    if topk_ids.numel() == 0:
+        return None
     lo, hi = (int(v) for v in torch.aminmax(topk_ids.reshape(-1)))
-    if lo < 0 or hi >= num_experts:
-        flat = topk_ids.reshape(-1)
-        bad = int(((flat < 0) | (flat >= num_experts)).sum())
-        first = int(torch.nonzero((flat < 0) | (flat >= num_experts))[0])
-        k = topk_ids.shape[-1] if topk_ids.dim() else 1
-        raise ValueError(f"topk_ids: expected expert ids in [0, E={num_experts}), got {bad} outside it "
-                         f"(min {lo}, max {hi}; first at [{first // k}, {first % k}]: "
-                         f"{int(flat[first])})")
+    if lo >= 0 and hi < num_experts:
+        return None
+    flat = topk_ids.reshape(-1)
+    bad = int(((flat < 0) | (flat >= num_experts)).sum())
+    first = int(torch.nonzero((flat < 0) | (flat >= num_experts))[0])
+    k = topk_ids.shape[-1] if topk_ids.dim() else 1
+    return (f"topk_ids: expected expert ids in [0, E={num_experts}), got {bad} outside it "
+            f"(min {lo}, max {hi}; first at [{first // k}, {first % k}]: {int(flat[first])})")
 
 
-def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors, num_experts: int) -> tuple[int, int]:
+def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors, num_experts: int,
+                        host_ids: bool = True) -> tuple[int, int]:
     """Validate the layer's activation/routing arguments; returns (T, k).
 
-    Types, dtypes, shapes and devices are always checked (they read no tensor data); the id range
-    by :func:`check_expert_ids` (on the host where that adds no sync to a CUDA-graph capture)."""
+    Types, dtypes, shapes and devices are always checked (they read no tensor data); the id range of
+    CPU ids by :func:`check_expert_ids` unless ``host_ids`` is False (CUDA ids: masked and counted by the
+    kernels)."""
     if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2 or hidden.dtype != torch.bfloat16:
         raise ValueError(f"hidden must be a bf16 tensor [T, H], got {getattr(hidden, 'dtype', type(hidden))} "
                          f"{tuple(getattr(hidden, 'shape', ()))}")
@@ -372,7 +442,8 @@ def _check_layer_inputs(hidden, topk_ids, topk_weights, h: int, weight_tensors, 
                     ("w2", weight_tensors[1])):
         if x.device != dev:
             raise ValueError(f"{name} is on {x.device}, hidden on {dev}: all inputs must share a device")
-    check_expert_ids(topk_ids, num_experts)
+    if host_ids:
+        check_expert_ids(topk_ids, num_experts)
     return t, topk_ids.shape[1]
 
 
@@ -380,7 +451,8 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
                     w13: NVFP4Tensor, w2: NVFP4Tensor, *, mode: str = "w4a16", a1_gscale=None,
                     a2_gscale=None, configs: tuple[GemmConfig, GemmConfig] | None = None,
                     native: bool | None = None, out: torch.Tensor | None = None,
-                    _poison: bool = False, _trace: dict | None = None) -> torch.Tensor:
+                    id_errors: torch.Tensor | None = None, check_ids: bool | None = None,
+                    _poison: bool = False, _trace: dict | None = None, _host_id_check: bool = True) -> torch.Tensor:
     """MoE layer with NVFP4 weights -> [T, H] bf16 (see module docstring).
 
     hidden [T, H] bf16; topk_ids [T, k] int; topk_weights [T, k] float; w13 [E, 2I, H] and w2
@@ -391,7 +463,8 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
     with NaN first, so a row the kernels fail to write shows up as NaN in the output. ``_trace``
     (diagnosis, ``scripts/w4a4_replay.py``): a dict that receives every stage's buffer (``plan``, the
     quantized activations ``a1``/``a1_scales`` and ``a2``/``a2_scales`` in W4A4, the per-slot intermediate
-    ``inter`` [T*k, I] and weighted outputs ``out_slots`` [T*k, H]).
+    ``inter`` [T*k, I] and weighted outputs ``out_slots`` [T*k, H]). ``id_errors`` / ``check_ids`` /
+    ``_host_id_check``: expert ids outside [0, E), as in :func:`fused_moe_packed` (:func:`check_expert_ids`).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -403,15 +476,20 @@ def fused_moe_nvfp4(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: 
         raise ValueError(f"w13 must be [E, 2I, H], got {tuple(w13.shape)}")
     if tuple(w2.shape) != (e, h, inter):
         raise ValueError(f"w2 must be [E={e}, H={h}, I={inter}], got {tuple(w2.shape)}")
-    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data), e)
+    t, k = _check_layer_inputs(hidden, topk_ids, topk_weights, h, (w13.data, w2.data), e, host_ids=_host_id_check)
+    err, check = _id_counter(hidden.device, id_errors, check_ids)
     plan = plan_moe(MoEShape.of(e, h, inter, k), t, device=hidden.device, mode=mode, paths={Path.MMA}, tiles=configs,
                     native=native)
-    return _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, plan=plan,
-                        a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out, _poison=_poison, _trace=_trace)
+    res = _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e, h, inter, plan=plan,
+                       a1_gscale=a1_gscale, a2_gscale=a2_gscale, out=out, _poison=_poison, _trace=_trace, err=err)
+    if check:
+        _check_count(err, id_errors, topk_ids, e)
+    return res
 
 
 def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: int, inter: int, *, plan: MoEPlan,
-                 a1_gscale, a2_gscale, out, _poison, _trace: dict | None = None) -> torch.Tensor:
+                 a1_gscale, a2_gscale, out, _poison, _trace: dict | None = None,
+                 err: torch.Tensor | None = None) -> torch.Tensor:
     """Sort + (quantize) + w13 + (quantize) + w2 + k-sum on the MMA kernel (``plan.path`` is mma), for
     canonical or packed weights."""
     t = hidden.shape[0]
@@ -426,7 +504,11 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
     hidden = hidden.contiguous()
     ids = topk_ids.contiguous()
     tw = topk_weights.contiguous()
-    sorted_ids, block_expert = plan_columns(plan, ids)
+    # allocated before the sort, which zeroes the rows of the slots it drops (ids outside [0, E))
+    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
+    if _poison:
+        out_slots.fill_(float("nan"))
+    sorted_ids, block_expert = plan_columns(plan, ids, id_errors=err, zero_rows=out_slots)
 
     if mode == "w4a16":
         a_mode = A_BF16
@@ -447,9 +529,6 @@ def _layer_gemms(hidden, topk_ids, topk_weights, w13_args, w2_args, e: int, h: i
         a2, a2s, g2 = inter_buf, inter_buf, tw
     else:
         a2, a2s = quantize_rows_nvfp4(inter_buf, g2)
-    out_slots = torch.empty(s, h, dtype=torch.float32, device=dev)
-    if _poison:
-        out_slots.fill_(float("nan"))
     launch_moe_gemm(a2, a2s, g2, w2_args, out_slots, tw, sorted_ids, block_expert, n=h, k=inter,
                     num_slots=s, a_row_div=1, n_up=0, a_mode=a_mode, fuse_silu=False,
                     mul_routing=True, cfg=cfg2)

@@ -7,11 +7,15 @@ Contract (what a serving engine passes per forward):
 - ``hidden``: bf16 [T, H], the layer's input activations;
 - ``topk_ids``: integer [T, k] (int64, int32, int16, int8 or uint8; not bool), the router's top-k
   expert ids in [0, E) (already selected: routing, grouping and renormalization are the caller's).
-  An id outside [0, E) is refused with a ValueError before any kernel runs (the kernels would read
-  and write out of bounds): on the host when the ids are on the CPU, and on CUDA outside CUDA-graph
-  capture (one ``aminmax`` and a host sync); while a graph is captured the ids are not read, so
-  capture is not broken (:func:`sm120lab.kernels.moe_layer.check_expert_ids`). Dtype, shape and
-  device checks read no data and always run;
+  An id outside [0, E) (:func:`sm120lab.kernels.moe_layer.check_expert_ids`, issue 32): CPU ids are
+  refused on the host with a one-line ValueError before any kernel runs; CUDA ids are not read on
+  the host (no sync, CUDA-graph capture works): the kernels treat the slot as "no expert" (it adds
+  exactly 0 to its token's output) and add the number of such slots to this module's per-device
+  int32 counter (the op takes no counter argument: it keeps the engine-facing signature), which
+  :func:`id_error_count` reads (a host sync, the caller's choice) and :func:`reset_id_errors` zeroes.
+  ``SM120LAB_CHECK_IDS=1`` turns on check mode: each eager call reads its count after the kernels and
+  raises the same ValueError (not during capture). Dtype, shape and device checks read no data and
+  always run;
 - ``topk_weights``: float [T, k], the router weights, applied after w2 (``apply_router_weight_on_input``
   False in vLLM's terms);
 - ``weights``: the name under which :func:`register_moe_weights` stored the layer's prepared NVFP4
@@ -30,18 +34,23 @@ from __future__ import annotations
 
 import torch
 
+from .id_errors import id_error_count, id_error_counter, reset_id_errors  # noqa: F401  (the op's counter)
 from .prepack import PackedMoEWeights
 
 _WEIGHTS: dict[str, PackedMoEWeights] = {}
 
 
 def register_moe_weights(name: str, packed: PackedMoEWeights) -> str:
-    """Store ``packed`` under ``name`` for :func:`moe_nvfp4` (replaces an earlier one); returns ``name``."""
+    """Store ``packed`` under ``name`` for :func:`moe_nvfp4` (replaces an earlier one); returns ``name``.
+
+    Also creates the out-of-range id counter of the weights' device (:func:`id_error_counter`), so that a
+    later CUDA-graph capture finds it made (one made inside a capture would be zeroed by every replay)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if not isinstance(packed, PackedMoEWeights):
         raise TypeError(f"packed must be a PackedMoEWeights (prepare_moe_weights), got {type(packed).__name__}")
     _WEIGHTS[name] = packed
+    id_error_counter(packed.w13.words.device)
     return name
 
 

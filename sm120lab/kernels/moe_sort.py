@@ -38,6 +38,11 @@ Launches: S > SINGLE_MAX_SLOTS: a memset of E_POW2 + 16 ints and the two kernels
 program does everything in one launch (``SINGLE``: it zeroes its own counts, then runs the place
 kernel's pieces in a loop): the decode path pays one launch and no memset.
 
+Ids outside ``[0, E)`` (issue 32): such a slot is no expert's: it gets no count and no rank and is placed
+in no block; each count chunk that holds any adds their number to the ``id_errors`` counter with one
+atomic, and with ``zero_rows`` the place pieces that hold any zero those slots' rows (the per-slot w2
+output the GEMM never writes for them, so the k-sum adds 0). No host synchronisation.
+
 The order of slots inside an expert depends on the order of the atomics between chunks (inside a
 chunk it follows the slot id); the GEMM computes every row independently, so results do not depend
 on it.
@@ -59,13 +64,19 @@ FAN = tl.constexpr(16)  # fan-out of the block -> expert search
 
 
 @triton.jit
-def _rank_chunk(ids_ptr, rank_ptr, counts_ptr, s0, num_slots, CHUNK: tl.constexpr):
-    """rank[s] = atomic_add(counts[e], #slots of e in the chunk) (leader) + #{s' < s in chunk: e(s') = e(s)}."""
+def _rank_chunk(ids_ptr, rank_ptr, counts_ptr, err_ptr, s0, num_slots, num_experts, CHUNK: tl.constexpr):
+    """rank[s] = atomic_add(counts[e], #slots of e in the chunk) (leader) + #{s' < s in chunk: e(s') = e(s)}.
+
+    An id outside [0, E) is no expert (no count, no rank); the chunk adds their number to ``err_ptr``."""
     i = tl.arange(0, CHUNK)
     offs = s0 + i
     m = offs < num_slots
-    e = tl.load(ids_ptr + offs, mask=m, other=0).to(tl.int32)
-    e = tl.where(m, e, -1)
+    e = tl.load(ids_ptr + offs, mask=m, other=0)
+    ok = m & (e >= 0) & (e < num_experts)  # compared before the int32 cast (an int64 id of 2**32 is out)
+    n_bad = tl.sum((m & ~ok).to(tl.int32), axis=0)
+    tl.atomic_add(err_ptr, n_bad, mask=n_bad > 0)
+    m = ok
+    e = tl.where(m, e.to(tl.int32), -1)
     same = (e[:, None] == e[None, :]) & m[:, None]
     local = tl.sum((same & (i[None, :] < i[:, None])).to(tl.int32), axis=1)
     cnt = tl.sum(same.to(tl.int32), axis=1)
@@ -112,13 +123,35 @@ def _count_le(bend_ptr, b, mb, num_experts, BB: tl.constexpr, STEPS: tl.constexp
 
 
 @triton.jit
+def _zero_bad_rows(ids_ptr, zero_ptr, p, num_slots, num_experts, zero_cols, stride_z, CHUNK: tl.constexpr,
+                   ZB: tl.constexpr):
+    """Piece p: zero row s of ``zero_ptr`` (``zero_cols`` wide) for every slot s in [p*CHUNK, (p+1)*CHUNK)
+    whose id is outside [0, E): the row the GEMM never writes for a dropped slot (the k-sum then adds 0).
+    One vector test per piece; the rows are written, one slot at a time, only by a piece that has one."""
+    offs = p * CHUNK + tl.arange(0, CHUNK)
+    m = offs < num_slots
+    e = tl.load(ids_ptr + offs, mask=m, other=0)
+    if tl.sum((m & ((e < 0) | (e >= num_experts))).to(tl.int32), axis=0) > 0:
+        for s in range(p * CHUNK, tl.minimum(p * CHUNK + CHUNK, num_slots)):
+            e1 = tl.load(ids_ptr + s)
+            if (e1 < 0) | (e1 >= num_experts):
+                for c0 in range(0, zero_cols, ZB):
+                    cols = c0 + tl.arange(0, ZB)
+                    tl.store(zero_ptr + (s + tl.zeros((ZB,), tl.int64)) * stride_z + cols,
+                             tl.zeros((ZB,), zero_ptr.dtype.element_ty), mask=cols < zero_cols)
+
+
+@triton.jit
 def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
            num_slots, num_experts, max_blocks, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr,
            BB: tl.constexpr, STEPS: tl.constexpr):
-    """Piece p: slots [p*CHUNK, (p+1)*CHUNK) to start[e] + rank; blocks [p*BB, (p+1)*BB): expert + sentinel."""
+    """Piece p: slots [p*CHUNK, (p+1)*CHUNK) to start[e] + rank; blocks [p*BB, (p+1)*BB): expert + sentinel.
+
+    A slot whose id is outside [0, E) is dropped (placed nowhere)."""
     offs = p * CHUNK + tl.arange(0, CHUNK)
-    m = offs < num_slots
-    e = tl.load(ids_ptr + offs, mask=m, other=0).to(tl.int32)
+    e = tl.load(ids_ptr + offs, mask=offs < num_slots, other=0)
+    m = (offs < num_slots) & (e >= 0) & (e < num_experts)
+    e = e.to(tl.int32)
     r = tl.load(rank_ptr + offs, mask=m, other=0)
     st = tl.load(start_ptr + e, mask=m, other=0)
     tl.store(sorted_ids_ptr + st + r, offs, mask=m)
@@ -137,12 +170,14 @@ def _place(ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, blo
 @triton.jit
 def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_ptr, bend_ptr, fill_ptr,
                           sorted_ids_ptr, block_expert_ptr, num_slots, num_experts, max_blocks, n_place,
+                          err_ptr, zero_ptr, zero_cols, stride_z,
                           BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, CHUNK: tl.constexpr,
                           PCHUNK: tl.constexpr, BB: tl.constexpr, STEPS: tl.constexpr,
-                          SINGLE: tl.constexpr):
+                          SINGLE: tl.constexpr, ZERO: tl.constexpr = False):
     """Per-slot rank within its expert and, in the last program, start / end / fill per expert.
 
-    SINGLE (grid 1): zero counts first, then also run the n_place pieces of the place kernel."""
+    SINGLE (grid 1): zero counts first, then also run the n_place pieces of the place kernel.
+    ``err_ptr``: int32 counter the out-of-range ids are added to (one atomic per chunk that has one)."""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     if SINGLE:
@@ -150,7 +185,7 @@ def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_pt
         tl.store(counts_ptr + offs_e, tl.zeros((E_POW2,), tl.int32), mask=offs_e < num_experts)
         tl.debug_barrier()
     for s0 in range(pid * CHUNK, num_slots, nprog * CHUNK):
-        _rank_chunk(topk_ids_ptr, rank_ptr, counts_ptr, s0, num_slots, CHUNK)
+        _rank_chunk(topk_ids_ptr, rank_ptr, counts_ptr, err_ptr, s0, num_slots, num_experts, CHUNK)
     tl.debug_barrier()
     if SINGLE:
         _bounds(counts_ptr, start_ptr, bend_ptr, fill_ptr, num_experts, BLOCK_M, E_POW2)
@@ -158,6 +193,9 @@ def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_pt
         for p in range(0, n_place):
             _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr, p,
                    num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, STEPS)
+        if ZERO:
+            for p in range(0, tl.cdiv(num_slots, PCHUNK)):
+                _zero_bad_rows(topk_ids_ptr, zero_ptr, p, num_slots, num_experts, zero_cols, stride_z, PCHUNK, 64)
     else:
         ticket = tl.atomic_add(done_ptr, 1)
         if ticket == nprog - 1:  # every other program's counts atomics have completed
@@ -166,12 +204,15 @@ def moe_sort_count_kernel(topk_ids_ptr, rank_ptr, counts_ptr, done_ptr, start_pt
 
 @triton.jit
 def moe_sort_place_kernel(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr,
-                          block_expert_ptr, num_slots, num_experts, max_blocks,
+                          block_expert_ptr, num_slots, num_experts, max_blocks, zero_ptr, zero_cols, stride_z,
                           BLOCK_M: tl.constexpr, PCHUNK: tl.constexpr, BB: tl.constexpr,
-                          STEPS: tl.constexpr):
+                          STEPS: tl.constexpr, ZERO: tl.constexpr = False):
     """Program p: piece p of the output (see :func:`_place`); grid max(cdiv(S, PCHUNK), cdiv(max_blocks, BB))."""
     _place(topk_ids_ptr, rank_ptr, start_ptr, bend_ptr, fill_ptr, sorted_ids_ptr, block_expert_ptr,
            tl.program_id(0), num_slots, num_experts, max_blocks, BLOCK_M, PCHUNK, BB, STEPS)
+    if ZERO:
+        _zero_bad_rows(topk_ids_ptr, zero_ptr, tl.program_id(0), num_slots, num_experts, zero_cols, stride_z, PCHUNK,
+                       64)
 
 
 def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, int]:
@@ -181,9 +222,10 @@ def padded_bounds(num_slots: int, num_experts: int, block_m: int) -> tuple[int, 
     return blocks * block_m, blocks
 
 
-def sort_constexprs(num_experts: int, block_m: int, single: bool) -> dict:
-    """Constexprs of :func:`moe_sort_count_kernel` for (E, BLOCK_M, SINGLE); the place kernel takes the
-    BLOCK_M, PCHUNK, BB, STEPS of ``single=False``.
+def sort_constexprs(num_experts: int, block_m: int, single: bool, zero: bool = False) -> dict:
+    """Constexprs of :func:`moe_sort_count_kernel` for (E, BLOCK_M, SINGLE, ZERO); the place kernel takes the
+    BLOCK_M, PCHUNK, BB, STEPS, ZERO of ``single=False``. ``zero``: the dropped slots' rows of ``zero_rows``
+    are zeroed (:func:`moe_sort`).
 
     E_POW2 = max(16, 2^ceil(log2 E)); STEPS = ceil(log_FAN(E_POW2)) search steps; a place piece covers
     PCHUNK slots and BB = max(1, rows / BLOCK_M) blocks, rows = PLACE_ROWS (grid) or SINGLE_ROWS (the
@@ -195,14 +237,20 @@ def sort_constexprs(num_experts: int, block_m: int, single: bool) -> dict:
     else:
         pchunk, bb = PLACE_CHUNK, max(1, min(256, PLACE_ROWS // block_m))
     return {"BLOCK_M": block_m, "E_POW2": e_pow2, "CHUNK": COUNT_CHUNK, "PCHUNK": pchunk, "BB": bb,
-            "STEPS": steps, "SINGLE": single}
+            "STEPS": steps, "SINGLE": single, "ZERO": zero}
 
 
-def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
+def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int, *, id_errors: torch.Tensor | None = None,
+             zero_rows: torch.Tensor | None = None):
     """topk_ids [T, k] (int) -> (sorted_ids [max_rows] int32, block_expert [max_blocks] int32).
 
     See the module docstring. ``block_m`` must be a power of two (the GEMM's BLOCK_M).
     Launches: S <= SINGLE_MAX_SLOTS: one kernel; else a memset of E_POW2 + 16 ints and two kernels.
+
+    Ids outside [0, E) (issue 32): such a slot is dropped (in no expert block); their number is added to
+    ``id_errors`` (int32, one element, on the ids' device; None: a scratch int nobody reads), and with
+    ``zero_rows`` (a [S, C] tensor with unit column stride: the per-slot output of the w2 GEMM) the
+    dropped slots' rows are zeroed, so a k-sum over the slots adds 0 for them. No host sync either way.
     """
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [T, k], got shape {tuple(topk_ids.shape)}")
@@ -215,7 +263,7 @@ def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     sorted_ids = torch.empty(max_rows, dtype=torch.int32, device=dev)
     block_expert = torch.empty(max_blocks, dtype=torch.int32, device=dev)
     single = s <= min(SINGLE_MAX_SLOTS, SINGLE_MAX_SLOTS_CAP)
-    ce = sort_constexprs(num_experts, block_m, single)
+    ce = sort_constexprs(num_experts, block_m, single, zero_rows is not None)
     ep = ce["E_POW2"]  # scratch stride: every slice stays 16-byte aligned
     n_place = max(triton.cdiv(s, ce["PCHUNK"]), triton.cdiv(max_blocks, ce["BB"]))
     # [counts (ep) | done (16)], zeroed unless single (the kernel zeroes counts), then start, bend, fill, rank
@@ -225,11 +273,18 @@ def moe_sort(topk_ids: torch.Tensor, num_experts: int, block_m: int):
     counts, done = scratch[:ep], scratch[ep:ep + 1]
     start, bend, fill = (scratch[ep + 16 + i * ep:2 * ep + 16 + i * ep] for i in range(3))
     rank = scratch[4 * ep + 16:]
+    err = scratch[ep + 1:ep + 2] if id_errors is None else id_errors  # a sink past `done` nobody reads
+    if zero_rows is not None:
+        if zero_rows.dim() != 2 or zero_rows.shape[0] != s or zero_rows.stride(1) != 1:
+            raise ValueError(f"zero_rows must be [S={s}, C] with unit column stride, got {tuple(zero_rows.shape)}")
+        zero = (zero_rows, zero_rows.shape[1], zero_rows.stride(0))
+    else:
+        zero = (err, 0, 0)
     grid1 = 1 if single else triton.cdiv(s, ce["CHUNK"])
     moe_sort_count_kernel[(grid1,)](ids, rank, counts, done, start, bend, fill, sorted_ids, block_expert,
-                                    s, num_experts, max_blocks, n_place, **ce, num_warps=4)
+                                    s, num_experts, max_blocks, n_place, err, *zero, **ce, num_warps=4)
     if not single:
         moe_sort_place_kernel[(n_place,)](ids, rank, start, bend, fill, sorted_ids, block_expert,
-                                          s, num_experts, max_blocks, BLOCK_M=block_m, PCHUNK=ce["PCHUNK"],
-                                          BB=ce["BB"], STEPS=ce["STEPS"], num_warps=4)
+                                          s, num_experts, max_blocks, *zero, BLOCK_M=block_m, PCHUNK=ce["PCHUNK"],
+                                          BB=ce["BB"], STEPS=ce["STEPS"], ZERO=ce["ZERO"], num_warps=4)
     return sorted_ids, block_expert

@@ -161,41 +161,141 @@ def test_custom_op_compiles_fullgraph_and_captures_in_a_cuda_graph(small, seed):
         unregister_moe_weights("gpu-test-layer")
 
 
-def test_custom_op_refuses_out_of_range_ids_eagerly_and_still_captures(small, seed):
-    """Out-of-range or bool ids are a one-line ValueError on CUDA outside capture (an illegal address
-    otherwise); under CUDA-graph capture the ids are not read (no host sync), so capture still works and
-    the replay equals the eager result (issue 32)."""
+def _bad_ids(ids: torch.Tensor, e: int) -> torch.Tensor:
+    """ids with -1, E and 2**40 at three slots of tokens other than token 0 (deterministic positions)."""
+    flat = ids.clone().reshape(-1)
+    k = ids.shape[1]
+    s = flat.numel()
+    pos = sorted({k, (s - 1), k + (s - k) // 2})
+    flat[torch.tensor(pos, device=ids.device)] = torch.tensor([-1, e, 2**40][:len(pos)], dtype=ids.dtype,
+                                                               device=ids.device)
+    return flat.reshape(ids.shape)
+
+
+def _removed(ids, tw, e):
+    """The routing with every bad slot on expert 0 at weight 0: what the masked kernels compute."""
+    bad = (ids < 0) | (ids >= e)
+    return torch.where(bad, 0, ids), torch.where(bad, 0.0, tw), int(bad.sum())
+
+
+@pytest.mark.parametrize("path,w13,w2,tokens", _tile_cases(), ids=lambda v: getattr(v, "value", str(v)))
+def test_out_of_range_ids_are_masked_and_counted_without_a_host_sync(small, path, w13, w2, tokens, seed):
+    """Ids of -1, E and 2**40 at three slots, every tile of every path (fragment unsorted with the w2+sum
+    kernel and sorted, decode, MMA), eagerly under ``torch.cuda.set_sync_debug_mode("error")``: no host
+    sync, the output (poisoned first) equals the same plan run with those slots on expert 0 at weight 0
+    and the exact reference without them, and the caller's counter holds 3 (issue 32)."""
     from sm120lab.bench.moe_problem import uniform_routing
+    from sm120lab.constants import SENTINEL
     from sm120lab.kernels.moe_layer import fused_moe_packed
-    from sm120lab.kernels.moe_op import register_moe_weights, unregister_moe_weights
+    from sm120lab.kernels.plan import MoEShape, config_by_name, plan_moe
+    from sm120lab.moe.reference import moe_reference
 
     layer, packed = small
-    register_moe_weights("gpu-ids-layer", packed)
+    shape = MoEShape.of(layer.E, layer.H, layer.I, layer.k)
+    plan = plan_moe(shape, tokens, device="cuda", tiles=(config_by_name(path, w13), config_by_name(path, w2)))
+    assert plan.path is path
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    ids, tw = uniform_routing(tokens, layer.E, layer.k, gen=gen)
+    x = torch.randn(tokens, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
+    bad = _bad_ids(ids, layer.E)
+    ids0, tw0, n_bad = _removed(bad, tw, layer.E)
+    assert n_bad == 3
+    err = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.full((tokens, layer.H), SENTINEL, dtype=torch.bfloat16, device="cuda")
+    fused_moe_packed(x, ids, tw, packed, plan=plan)  # warm-up: compiles the kernels, makes the default counter
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronizing torch call in the layer raises
+    try:
+        fused_moe_packed(x, bad, tw, packed, plan=plan, out=out, id_errors=err, _poison=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    want = fused_moe_packed(x, ids0, tw0, packed, plan=plan, _poison=True)
+    ref = moe_reference(x, ids0, tw0, layer.w13, layer.w2, dtype=torch.float64)
+    assert int(err.item()) == n_bad
+    assert bool(torch.isfinite(out).all()) and not bool((out == SENTINEL).any())
+    assert torch.equal(out, want), float((out.float() - want.float()).abs().max())
+    assert _rel(out, ref) < REL_OK
+    # valid ids: nothing counted
+    fused_moe_packed(x, ids, tw, packed, plan=plan, id_errors=err)
+    assert int(err.item()) == n_bad
+
+
+def test_custom_op_masks_and_counts_out_of_range_ids_and_check_mode_raises(small, seed, monkeypatch):
+    """The op on CUDA: ids outside [0, E) do not raise by default (no host read): their slots add 0 and the
+    op's per-device counter (``moe_op.id_error_count``) grows by their number; ``SM120LAB_CHECK_IDS=1`` reads
+    the count after the kernels and raises the one-line ValueError; bool ids are still refused."""
+    from sm120lab.bench.moe_problem import uniform_routing
+    from sm120lab.kernels import moe_op
+    from sm120lab.kernels.moe_layer import fused_moe_packed
+
+    layer, packed = small
+    moe_op.register_moe_weights("gpu-ids-layer", packed)
     try:
         gen = torch.Generator(device="cuda").manual_seed(seed)
         ids, tw = uniform_routing(8, layer.E, layer.k, gen=gen)
         x = torch.randn(8, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
         for bad, needle in ((ids.clone().fill_(-1), "min -1"), (ids.clone().fill_(layer.E), f"max {layer.E}")):
+            ids0, tw0, n_bad = _removed(bad, tw, layer.E)
+            before = moe_op.id_error_count("cuda")
+            out = torch.ops.sm120lab.moe_nvfp4(x, bad, tw, "gpu-ids-layer")
+            assert moe_op.id_error_count("cuda") == before + n_bad
+            assert torch.equal(out, torch.zeros_like(out))  # every slot bad: the output is 0
+            assert torch.equal(out, fused_moe_packed(x, ids0, tw0, packed))
+            monkeypatch.setenv("SM120LAB_CHECK_IDS", "1")
             with pytest.raises(ValueError, match=r"^topk_ids: expected expert ids in \[0, E=") as exc:
                 torch.ops.sm120lab.moe_nvfp4(x, bad, tw, "gpu-ids-layer")
-            assert needle in str(exc.value)
+            assert needle in str(exc.value) and "\n" not in str(exc.value)
+            monkeypatch.delenv("SM120LAB_CHECK_IDS")
         with pytest.raises(ValueError, match="topk_ids must be an integer tensor"):
             torch.ops.sm120lab.moe_nvfp4(x, ids.bool(), tw, "gpu-ids-layer")
-        want = fused_moe_packed(x, ids, tw, packed)
+    finally:
+        moe_op.unregister_moe_weights("gpu-ids-layer")
+
+
+@pytest.mark.parametrize("tokens", [2, 40, 200], ids=["frag-unsorted", "frag-sorted", "mma"])
+def test_cuda_graph_replay_with_out_of_range_ids_masks_and_counts(small, tokens, seed, monkeypatch):
+    """Captured with valid ids (check mode on: it must not read anything under capture), replayed with -1, E
+    and 2**40 written into the static ids buffer: the replay's output equals the eager result with those
+    slots removed, and the static counter, zeroed before the replay, holds 3; the op captured the same way
+    adds 3 to its per-device counter."""
+    from sm120lab.bench.moe_problem import uniform_routing
+    from sm120lab.kernels import moe_op
+    from sm120lab.kernels.moe_layer import fused_moe_packed
+
+    layer, packed = small
+    moe_op.register_moe_weights("gpu-graph-ids", packed)
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        ids, tw = uniform_routing(tokens, layer.E, layer.k, gen=gen)
+        x = torch.randn(tokens, layer.H, device="cuda", generator=gen).to(torch.bfloat16)
+        err = torch.zeros(1, dtype=torch.int32, device="cuda")
         sx, sids, stw = x.clone(), ids.clone(), tw.clone()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-ids-layer")
+        with torch.cuda.stream(s):  # warm-up outside the capture (compiles, allocates)
+            fused_moe_packed(sx, sids, stw, packed, id_errors=err)
+            torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-graph-ids")
         torch.cuda.current_stream().wait_stream(s)
+        monkeypatch.setenv("SM120LAB_CHECK_IDS", "1")
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):  # a host sync here would raise "operation not permitted when stream is capturing"
-            sout = torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-ids-layer")
+        with torch.cuda.graph(g):  # a host read here would fail the capture
+            sout = fused_moe_packed(sx, sids, stw, packed, id_errors=err)
+            sop = torch.ops.sm120lab.moe_nvfp4(sx, sids, stw, "gpu-graph-ids")
+        monkeypatch.delenv("SM120LAB_CHECK_IDS")
+        bad = _bad_ids(ids, layer.E)
+        ids0, tw0, n_bad = _removed(bad, tw, layer.E)
+        sids.copy_(bad)
+        err.zero_()
+        before = moe_op.id_error_count("cuda")
         g.replay()
         torch.cuda.synchronize()
-        assert torch.equal(sout, want)
+        want = fused_moe_packed(x, ids0, tw0, packed)
+        assert bool(torch.isfinite(sout).all())
+        assert torch.equal(sout, want) and torch.equal(sop, want)
+        assert int(err.item()) == n_bad == 3
+        assert moe_op.id_error_count("cuda") == before + n_bad
     finally:
-        unregister_moe_weights("gpu-ids-layer")
+        moe_op.unregister_moe_weights("gpu-graph-ids")
 
 
 def test_activation_quantizer_is_bit_exact_on_the_gpu(seed):

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Back-to-back device calls on the lent H200 (no registry): each call runs one STAGE and writes under $OUT.
+#   stage gpu    carry .whl_min (pytest, hypothesis, pydantic, ... as cp312 wheels) and .vllm-parts/part00:
+#                the GPU kernel tests (tests/gpu/test_moe_kernels_gpu.py), then compute-sanitizer memcheck over
+#                the expert-id tests (out-of-range ids, masks and counts)
+#   stage san    carry .vllm-parts/part01: compute-sanitizer memcheck, racecheck and initcheck over
+#                scripts/sanitize_moe.py (every path at odd shapes)
+#   stage bench  carry .vllm-parts/part02: vLLM 0.26.0's wheel cache rebuilt from the three parts, then
+#                `sm120lab bench moe --tune` for MODELS (default qwen3.5-397b-a17b) with Marlin in the same process
+# Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/h200_out}; mkdir -p "$OUT"
+SITE=/root/site; VP=/root/vparts; mkdir -p "$SITE" "$VP"
+export PYTHONPATH=$SITE:$PWD SM120LAB_ROOT=$PWD
+for p in .vllm-parts/part*; do [ -d "$p" ] && cp -r "$p" "$VP/"; done
+ls "$VP"
+stage=$1; shift
+env_line() { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader;
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"; git log -1 --format=%H 2>/dev/null || true; }
+case $stage in
+gpu)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  timeout 300 python3 -m pytest -p no:cacheprovider -m gpu -rA tests/gpu/test_moe_kernels_gpu.py > "$OUT/gpu_tests.txt" 2>&1
+  echo "gpu tests exit $?"; tail -3 "$OUT/gpu_tests.txt"
+  timeout 200 compute-sanitizer --tool memcheck --target-processes all python3 -m pytest -p no:cacheprovider -m gpu -q \
+    tests/gpu/test_moe_kernels_gpu.py -k "out_of_range or masks_and_counts" > "$OUT/memcheck_ids.txt" 2>&1
+  echo "memcheck ids exit $?"; tail -4 "$OUT/memcheck_ids.txt"
+  ;;
+san)
+  env_line | tee "$OUT/env.txt"
+  for tool in memcheck racecheck initcheck; do
+    timeout 170 compute-sanitizer --tool $tool python3 scripts/sanitize_moe.py > "$OUT/sanitizer_$tool.txt" 2>&1
+    echo "$tool exit $?"; tail -2 "$OUT/sanitizer_$tool.txt"
+  done
+  ;;
+bench)
+  env_line | tee "$OUT/env.txt"
+  python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+  echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
+  export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  [ -f "$OUT/tiles_h200.json" ] || cp data/tiles/h200.json "$OUT/tiles_h200.json"
+  for m in ${MODELS:-qwen3.5-397b-a17b}; do
+    timeout ${BENCH_TIMEOUT:-270} python3 -m sm120lab bench moe --model $m --tokens ${TUNE_T:-256,1024} --tune \
+      --tiles "$OUT/tiles_h200.json" --contenders triton-w4a16,vllm-marlin --no-eager \
+      --out "$OUT/bench_tune_$m.json" > "$OUT/log_tune_$m.txt" 2>&1
+    echo "$m tune exit $?"; grep -E "^T=|speedup_vs_marlin" "$OUT/log_tune_$m.txt" | grep -v profile | tail -12
+  done
+  ;;
+esac
+ls -la "$OUT"
