@@ -418,6 +418,23 @@ def test_block_scales_rounded_down_on_a_hot_expert_are_not_garbage():
     assert 8.0 < ratio < W4A4_EXPERT_Z, ratio  # the tail that broke the first Z, under the new one
 
 
+def test_a_shared_fault_invisible_in_one_expert_may_be_named_where_it_shows():
+    """The fresh validation sweep (seeds from 60000000) drew tiny/mostly-empty seed 60001621 (T = 2, three routed
+    experts): gate and up swapped in every expert moved expert 3's one cell by 0.027, under the 16-bit rounding
+    floor, and experts 0 and 4 by 0.39 and 0.56. The harness called it garbage and named 0 and 4, which the fault
+    oracle counted as a shared bug pinned on a subset; no harness can name an expert the fault did not move."""
+    from sm120lab.moe.faults import SwappedGateUp, judge_fault
+    from sm120lab.moe.verdict import EXPERT_DEV
+
+    prob = problem_of("tiny", "mostly-empty", 60001621, "cpu")
+    f = SwappedGateUp()
+    rep = check(prob, ["reference", f], keep_output=False).reports[f.name]
+    assert rep.verdict == Verdict.GARBAGE and rep.flagged_experts == [0, 4] and not rep.shared
+    pooled = pooled_deviation(rep)
+    assert pooled[3] <= EXPERT_DEV < min(pooled[0], pooled[4])
+    assert judge_fault(f, prob, rep).localized
+
+
 @pytest.mark.parametrize("family", ["uniform", "zipf"])
 def test_a_token_whose_own_w4a4_rounding_was_exact_is_not_garbage(family):
     """A third hunt (seeds from 9000000) drew token 12 (hidden amax 17 against a median of 6.2): emulated

@@ -540,9 +540,13 @@ def judge_fault(fault: FaultyBackend, problem, rep, token_recall: float = TOKEN_
     nothing flagged when judged correct, else every routed expert (shared). One exception: an expert
     that served a single (token, expert) cell may be named, since one cell cannot tell the expert's
     own bug from a shared one that shows only there (the report says so). Tiny seed 73558534,
-    T = 2: 32-element activation blocks moved the largest cell 42% (12.4x its band).
+    T = 2: 32-element activation blocks moved the largest cell 42% (12.4x its band). And where the fault
+    left a routed expert within the 16-bit rounding floor (pooled deviation <= ``EXPERT_DEV``), no
+    harness can see it there: a garbage verdict naming exactly the experts it did move passes (the
+    validation sweep's tiny/mostly-empty seed 60001621, T = 2: gate and up swapped moved expert 3's one
+    cell by 0.027, experts 0 and 4 by 0.39 and 0.56).
     """
-    from .verdict import SHARED_MIN_EXPERTS, Verdict
+    from .verdict import EXPERT_DEV, SHARED_MIN_EXPERTS, Verdict, pooled_deviation
 
     routed = set(_routed(problem))
     got_e, got_t = set(rep.flagged_experts), set(rep.flagged_tokens)
@@ -556,6 +560,9 @@ def judge_fault(fault: FaultyBackend, problem, rep, token_recall: float = TOKEN_
             load = problem.expert_counts().tolist()
             ok = (not got_e or (got_e == routed and bool(rep.shared))
                   or (rep.verdict == Verdict.GARBAGE and all(load[e] == 1 for e in got_e)))
+            if not ok and rep.verdict == Verdict.GARBAGE and rep.cells is not None and got_e < routed:
+                pooled = pooled_deviation(rep)  # the unflagged experts: did the fault move them at all?
+                ok = all(pooled[e] <= EXPERT_DEV for e in routed - got_e)
         return FaultOutcome(True, ok, ok, ok)
     want_e = routed if fault.shared else fault.expected_experts(problem)
     want_t = fault.expected_tokens(problem)
