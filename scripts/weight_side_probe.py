@@ -10,12 +10,13 @@ the weight half of the null family (the checkpoint itself and each re-quantizer 
 the quantizers in no member (``WEIGHT_OUT_OF_FAMILY``) and every planted fault (per-slot probes through
 ``harness.run_backend``), it records
 
-- ``cell_ratio``: max over (token, slot) cells of ``d(O, U) / max_m d(W_m, U)``, d the harness's floored deviation;
+- ``cell_ratio``: max over (token, slot) cells of ``d(O, U) / max_m d(W_m, U)``, d the harness's floored deviation
+  (``metrics.cell_rel``, floor ``DEV_FLOOR`` x the median over the expert's cells);
 - ``cell_ratio_med``: the median of that ratio over the cells;
 - ``layer_ratio``: ``rel(O, U) / max_m rel(W_m, U)`` on the combined outputs;
 - ``vsC_cell`` / ``vsC_layer``: how far O is from the checkpoint's own output (largest cell, whole layer);
-- ``vsC_min_e``: the smallest pooled deviation from the checkpoint over the routed experts (0: some expert
-  reproduces the checkpoint exactly).
+- ``vsC_min_e``: the smallest pooled deviation from the checkpoint over the routed experts (``metrics.expert_pool``;
+  0: some expert reproduces the checkpoint exactly).
 
 ``summary`` prints, per candidate, the largest ratios of the legitimate ones and the smallest of the faults.
 """
@@ -31,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _cell_dev(o, x, floor: float):
-    import torch
-
-    return ((o - x).double().norm(dim=-1) / torch.clamp(x.double().norm(dim=-1), min=floor)).numpy()
+def _sq(a, b=None):
+    """Per (token, slot) cell: (||a - b||^2 or ||a||^2) as float64 numpy [T, k]."""
+    x = a.double() if b is None else a.double() - b.double()
+    return (x * x).sum(dim=-1).numpy()
 
 
 def _rel(a, b) -> float:
@@ -48,6 +49,7 @@ def run(preset: str, seed0: int, n: int, out_path: str) -> None:
     from sm120lab.moe.envelope import weight_format_family
     from sm120lab.moe.faults import FAULTS, SUBTLE_FAULTS
     from sm120lab.moe.harness import _combine, reference_outputs, run_backend
+    from sm120lab.moe.metrics import DEV_FLOOR, cell_rel, expert_pool
     from sm120lab.moe.sweep import FAMILIES, problem_of
     from sm120lab.moe.variants import WEIGHT_OUT_OF_FAMILY
 
@@ -60,7 +62,11 @@ def run(preset: str, seed0: int, n: int, out_path: str) -> None:
             wf = weight_format_family(p, slots.dtype)
             u = wf.pop("unquantized")
             u_main = _combine(u, p)
-            floor = 0.1 * float(u.double().norm(dim=-1).median())
+            ids = p.topk_ids.cpu().numpy()
+
+            def dev(y, x, ids=ids):  # the harness's floored cell deviation (metrics.cell_rel)
+                return cell_rel(_sq(y, x), _sq(x), ids, floor=DEV_FLOOR)
+
             members = {"checkpoint": slots, **wf}
             cands = {name: (y, _combine(y, p), "member") for name, y in members.items()}
             for cls in WEIGHT_OUT_OF_FAMILY:
@@ -71,22 +77,18 @@ def run(preset: str, seed0: int, n: int, out_path: str) -> None:
                 r = run_backend(f, p, ref, slots, keep_slots=True, keep_output=False)
                 if r.status == "ran" and r.slots is not None:
                     cands[f.name] = (r.slots.to(slots.dtype), r.main.to(slots.dtype), "fault")
-            m_cell = {m: _cell_dev(y, u, floor) for m, y in members.items()}
+            m_cell = {m: dev(y, u) for m, y in members.items()}
             m_layer = {m: _rel(_combine(y, p), u_main) for m, y in members.items()}
-            ids = p.topk_ids.cpu().numpy()
             c_main = _combine(slots, p)
             rows = []
             for name, (y, y_main, kind) in cands.items():
                 others = [m for m in members if m != name]
-                c = _cell_dev(y, u, floor)
-                ratio = c / np.max([m_cell[m] for m in others], axis=0)
-                num = ((y - slots).double().norm(dim=-1) ** 2).numpy()
-                den = np.maximum((slots.double().norm(dim=-1) ** 2).numpy(), floor ** 2)
-                min_e = min(float(np.sqrt(num[ids == e].sum() / den[ids == e].sum())) for e in np.unique(ids))
+                ratio = dev(y, u) / np.max([m_cell[m] for m in others], axis=0)
+                min_e = float(np.nanmin(expert_pool(_sq(y, slots), _sq(slots), ids, p.config.E)))
                 rows.append({"kind": kind, "name": name, "cell_ratio": float(ratio.max()),
                              "cell_ratio_med": float(np.median(ratio)),
                              "layer_ratio": _rel(y_main, u_main) / max(m_layer[m] for m in others),
-                             "vsC_cell": float(_cell_dev(y, slots, floor).max()), "vsC_layer": _rel(y_main, c_main),
+                             "vsC_cell": float(dev(y, slots).max()), "vsC_layer": _rel(y_main, c_main),
                              "vsC_min_e": min_e})
             out.write(json.dumps({"preset": preset, "family": fam, "seed": seed, "T": p.tokens, "rows": rows}) + "\n")
             out.flush()

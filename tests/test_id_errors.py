@@ -9,29 +9,17 @@ routing weight 0 (their contribution removed), bit for bit, and the counter must
 slots. The fragment kernels (inline PTX) do not run under the interpreter: tests/gpu/ covers them.
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import _triton_interp
 import pytest
 import torch
 
-_FRESH = "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1"
-os.environ["TRITON_INTERPRET"] = "1"
+_FRESH = _triton_interp.enable()
 from sm120lab.kernels import moe_layer as fm  # noqa: E402
 from sm120lab.kernels.moe_sort import moe_sort  # noqa: E402
 
-needs_interp = pytest.mark.skipif(not (_FRESH and fm.interpreting()),
-                                  reason="triton was imported before TRITON_INTERPRET=1: see test_in_fresh_process")
-
-
-@pytest.mark.skipif(_FRESH, reason="this process runs the interpreter tests directly")
-def test_in_fresh_process():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__], env=env,
-                         capture_output=True, text=True, timeout=900, cwd=Path(__file__).resolve().parents[1])
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+needs_interp = _triton_interp.needs_interp(_FRESH, fm.interpreting())
+test_in_fresh_process = _triton_interp.rerun_in_fresh_process(_FRESH, __file__)
 
 
 def _poison_ids(ids: torch.Tensor, e: int, seed: int) -> torch.Tensor:

@@ -5,21 +5,14 @@ reads the variable lazily at the first launch, so it stays set for this process;
 compiles in a subprocess without it). GPU checks: scripts/h200_bench.py (recorded in data/bench/).
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import _triton_interp
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-# Triton's interpreter only works if TRITON_INTERPRET=1 is set before triton is first imported
-# (triton.language's own @jit helpers are created at import). If another test module imported
-# triton first, this file re-runs itself in a fresh process instead.
-_FRESH = "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") == "1"
-os.environ["TRITON_INTERPRET"] = "1"
+_FRESH = _triton_interp.enable()
 from sm120lab.kernels import moe_layer as fm  # noqa: E402
 from sm120lab.kernels.moe_sort import moe_sort, padded_bounds  # noqa: E402
 from sm120lab.moe.backends.emulated_w4a4 import EmulatedW4A4  # noqa: E402
@@ -27,16 +20,8 @@ from sm120lab.moe.problem import make_moe_problem  # noqa: E402
 from sm120lab.moe.reference import moe_reference  # noqa: E402
 from sm120lab.nvfp4 import quantize_nvfp4  # noqa: E402
 
-needs_interp = pytest.mark.skipif(not (_FRESH and fm.interpreting()),
-                                reason="triton was imported before TRITON_INTERPRET=1: see test_in_fresh_process")
-
-
-@pytest.mark.skipif(_FRESH, reason="this process runs the interpreter tests directly")
-def test_in_fresh_process():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__], env=env,
-                         capture_output=True, text=True, timeout=900, cwd=Path(__file__).resolve().parents[1])
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+needs_interp = _triton_interp.needs_interp(_FRESH, fm.interpreting())
+test_in_fresh_process = _triton_interp.rerun_in_fresh_process(_FRESH, __file__)
 
 
 def _rel(a, b) -> float:
