@@ -7,6 +7,9 @@
 #                scripts/sanitize_moe.py (every path at odd shapes)
 #   stage bench  carry .vllm-parts/part02: vLLM 0.26.0's wheel cache rebuilt from the three parts, then
 #                `sm120lab bench moe --tune` for MODELS (default qwen3.5-397b-a17b) with Marlin in the same process
+#   stage files  carry .vllm-parts/part02: the cache rebuilt as in bench, then scripts/h200_plan_run.py: every preset
+#                and two shapes of no preset, planned from data/tiles/h200.json, with Marlin, torch bf16 / FP8
+#                grouped and the peer (a skip row with its reason where triton_kernels does not import)
 # Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -47,6 +50,15 @@ bench)
       --out "$OUT/bench_tune_$m.json" > "$OUT/log_tune_$m.txt" 2>&1
     echo "$m tune exit $?"; grep -E "^T=|speedup_vs_marlin" "$OUT/log_tune_$m.txt" | grep -v profile | tail -12
   done
+  ;;
+files)
+  env_line | tee "$OUT/env.txt"
+  [ -d /root/vllm-cache ] || python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+  export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  timeout ${FILES_TIMEOUT:-560} python3 scripts/h200_plan_run.py --out-dir "$OUT" --budget-s ${BUDGET:-480} --tag ${TAG:-files} \
+    --contenders triton-w4a16,vllm-marlin,torch-bf16-grouped,torch-fp8-grouped,oai-matmul-ogs-mxfp4 \
+    --shape 7168,2048,256,8 --shape 5120,1536,160,8 > "$OUT/files_stdout.txt" 2>&1
+  echo "plan run exit $?"; grep -E "checks_ok|CRASHED|skipped" "$OUT/files_stdout.txt" | cut -c1-400 | tail -12
   ;;
 esac
 ls -la "$OUT"
