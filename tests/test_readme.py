@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from pathlib import Path
 
@@ -222,6 +223,15 @@ def test_harness_row():
     if re.search(r"[\d,]+ (?:sweep )?problems", row):
         assert _count_in(row, "(?:sweep )?problems") == sweep["problems"]
     assert set(required) <= {f.name for f in FAULTS}  # the recorded required faults still exist in the code
+    # the 10,000-problem validation sweep: its size, its 0 false garbage, the count of held legitimate variants
+    # and the 95% bound (3 / n, the rule of three)
+    val = json.loads((data_dir() / "correctness" / "sweep10k_2026-12-05" / "seeds60000000_validation.json").read_text())
+    assert f"{val['totals']['problems']:,} fresh problems" in row and val["totals"]["false_garbage"] == 0
+    held = [b for b in val["backends"]["correct"] if b not in ("reference", "emulated-w4a4")]
+    assert f"{len(held)} legitimate backends held" in row
+    bound = 3 / val["totals"]["problems"]
+    exp = math.floor(math.log10(bound))
+    assert f"below {bound / 10 ** exp:.2f}e{exp} at 95%" in row
     # and the archived H200 run's notebook 03 called every one of them garbage
     h200 = next(p for p in (data_dir() / "runs").iterdir() if "h200" in p.name)
     verdicts = json.loads(next((h200 / "results").glob("03_*.json")).read_text())["verdicts"]
