@@ -7,6 +7,11 @@
 #                scripts/sanitize_moe.py (every path at odd shapes)
 #   stage bench  carry .vllm-parts/part02: vLLM 0.26.0's wheel cache rebuilt from the three parts, then
 #                `sm120lab bench moe --tune` for MODELS (default qwen3.5-397b-a17b) with Marlin in the same process
+#   stage deep   ncu --set full (source counters, per-instruction stall samples) over ours' kernels at T = 1 and 16,
+#                qwen3.5-397b-a17b and gpt-oss-120b: the report, its details page and its SASS source page
+#   stage ping   scripts/ping_probe.py (the fragment kernels' PING tiles against the tiles they derive from, kernels
+#                alone and the layer, T = 1-1024, four presets)
+#   stage pingtest  the GPU kernel tests of the PING tiles, then memcheck over their expert-id tests
 #   stage files  carry .vllm-parts/part02: the cache rebuilt as in bench, then scripts/h200_plan_run.py: every preset
 #                and two shapes of no preset, planned from data/tiles/h200.json, with Marlin, torch bf16 / FP8
 #                grouped and the peer (a skip row with its reason where triton_kernels does not import)
@@ -50,6 +55,35 @@ bench)
       --out "$OUT/bench_tune_$m.json" > "$OUT/log_tune_$m.txt" 2>&1
     echo "$m tune exit $?"; grep -E "^T=|speedup_vs_marlin" "$OUT/log_tune_$m.txt" | grep -v profile | tail -12
   done
+  ;;
+deep)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  for m in ${MODELS:-qwen3.5-397b-a17b gpt-oss-120b}; do
+    timeout ${DEEP_TIMEOUT:-240} ncu --profile-from-start off --clock-control none --set full --import-source no \
+      -k regex:moe_w4a16 -f -o "$OUT/deep_$m" python3 scripts/ncu_moe.py --model $m --tokens ${DEEP_T:-1,16} \
+      --contenders triton-w4a16 --windows "$OUT/deep_windows_$m.json" > "$OUT/deep_log_$m.txt" 2>&1
+    echo "$m ncu exit $?"; tail -2 "$OUT/deep_log_$m.txt"
+    ncu -i "$OUT/deep_$m.ncu-rep" --page details --csv > "$OUT/deep_details_$m.csv" 2>&1
+    ncu -i "$OUT/deep_$m.ncu-rep" --page source --csv --print-source sass > "$OUT/deep_source_$m.csv" 2>&1
+    xz -T0 -6 "$OUT/deep_details_$m.csv" "$OUT/deep_source_$m.csv"
+  done
+  ;;
+ping)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  timeout ${PING_TIMEOUT:-540} python3 scripts/ping_probe.py "$OUT/ping_probe.jsonl" ${PING_PRESETS:-} > "$OUT/ping_log.txt" 2>&1
+  echo "ping probe exit $?"; grep '"layer"' "$OUT/ping_probe.jsonl" | cut -c1-260
+  ;;
+pingtest)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  timeout 290 python3 -m pytest -p no:cacheprovider -m gpu -q -rA tests/gpu/test_moe_kernels_gpu.py -k "d2 or d4" \
+    > "$OUT/gpu_tests_ping.txt" 2>&1
+  echo "gpu tests (PING tiles) exit $?"; tail -3 "$OUT/gpu_tests_ping.txt"
+  timeout 140 compute-sanitizer --tool memcheck --target-processes all python3 -m pytest -p no:cacheprovider -m gpu -q \
+    tests/gpu/test_moe_kernels_gpu.py -k "(d2 or d4) and out_of_range" > "$OUT/memcheck_ping.txt" 2>&1
+  echo "memcheck (PING tiles) exit $?"; tail -4 "$OUT/memcheck_ping.txt"
   ;;
 files)
   env_line | tee "$OUT/env.txt"

@@ -159,3 +159,21 @@ def test_frag_tile_map_matches_the_mma_fragment():
     # the lane holding a code also holds that code's scale byte
     assert (m["scale_lane"] == 4 * (rows % 8) + np.arange(4)[None, :]).all()
     assert all(m["scale_lane"][r, c // 16] == m["lane"][r, c] for r in range(16) for c in range(64))
+
+
+def test_frag_launchers_refuse_bad_loop_options_in_one_line(seed):
+    """The loop options of the fragment launchers are checked before any launch (CPU tensors: nothing runs)."""
+    from sm120lab.kernels.moe_frag import launch_frag, launch_frag_w2_sum
+
+    w = pack_nvfp4(_experts(2, 32, 64, "linear", seed))
+    a = torch.randn(3, 64).to(torch.bfloat16)
+    ids = torch.zeros(3, dtype=torch.int64)
+    kw = dict(num_slots=3, a_row_div=1, fuse_silu=False, mul_routing=True, tiles=2, warps=4)
+    out = torch.empty(3, 32)
+    with pytest.raises(ValueError, match="ping must be 0, 2 or 4, got 3"):
+        launch_frag(a, w, out, torch.ones(3), ids, ids, sorted_cols=False, ping=3, **kw)
+    with pytest.raises(ValueError, match="cg must be 0, 1, 2 or 4, got 3"):
+        launch_frag(a, w, out, torch.ones(3), ids, ids, sorted_cols=True, cg=3, ping=2, **kw)
+    with pytest.raises(ValueError, match="ping must be 0, 2 or 4, got 1"):
+        launch_frag_w2_sum(torch.randn(3, 64).to(torch.bfloat16), pack_nvfp4(_experts(2, 64, 64, "linear", seed)),
+                           torch.empty(3, 64), torch.ones(3), ids.view(3, 1), tiles=1, warps=8, ping=1)

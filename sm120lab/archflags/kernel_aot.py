@@ -207,6 +207,8 @@ def compile_kernel(fn, ptr_types: dict, constexprs: dict, cc: int, num_warps: in
 
     if not isinstance(fn, triton.runtime.jit.JITFunction):
         raise RuntimeError("the kernels were imported under TRITON_INTERPRET=1; compile in a fresh process")
+    # a constexpr parameter left out takes its default, as a launch does (else it would compile as a runtime i32)
+    constexprs = {**{p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}, **constexprs}
     src = ASTSource(fn=fn, signature=signature(fn, ptr_types, constexprs), constexprs=constexprs,
                     attrs=divisibility_attrs(fn, constexprs, divisible))
     t0 = time.perf_counter()
@@ -263,7 +265,9 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     elif v.kernel == "frag" and "TOPK" in ce:
         from ..kernels.moe_frag import moe_w4a16_frag_w2sum_kernel as fn
 
-        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, PREFETCH=cfg.PREFETCH)
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, PREFETCH=bool(cfg.PREFETCH or cfg.PING))
+        if cfg.PING:
+            ce["PING"] = cfg.PING
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32", "out_ptr": "*bf16",
                 "topk_w_ptr": "*fp32", "topk_ids_ptr": "*i64"}
         div = ("stride_am", "stride_qe", "stride_se", "stride_om")
@@ -273,6 +277,8 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
         fuse = ce["FUSE_SILU"]
         ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, OUT_T=cfg.TILES // 2 if fuse else cfg.TILES,
                   CG=cfg.CG or int(cfg.SORTED))
+        if cfg.PING:
+            ce["PING"] = cfg.PING
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64",

@@ -111,6 +111,7 @@ class FragConfig:
     CG: int = 0  # > 0: the wide kernel, 8 * CG slots of one expert per program (SORTED implied)
     num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
     PREFETCH: bool = False  # w2+sum only: the chunk in flight also carries its activations and expert factor
+    PING: int = 0  # 2 or 4: chunks per loop step in their own registers, no loop-carried copy (w2+sum: with PREFETCH)
 
     @property
     def block_m(self) -> int:
@@ -123,7 +124,7 @@ class FragConfig:
     @property
     def name(self) -> str:
         return (f"f{self.TILES}w{self.num_warps}" + ("o" if self.SORTED else "") + (f"c{self.CG}" if self.CG else "")
-                + ("p" if self.PREFETCH else ""))
+                + ("p" if self.PREFETCH else "") + (f"d{self.PING}" if self.PING else ""))
 
 
 #: fragment-kernel candidates (every one also compiled ahead of time for sm_120/121)
@@ -132,6 +133,8 @@ FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
     FragConfig(2, 4, SORTED=True), FragConfig(4, 4, SORTED=True), FragConfig(2, 2, SORTED=True),
     FragConfig(2, 4, SORTED=True, CG=2), FragConfig(2, 4, SORTED=True, CG=4), FragConfig(2, 2, SORTED=True, CG=2),
     FragConfig(2, 2, SORTED=True, CG=4), FragConfig(1, 8, PREFETCH=True),
+    FragConfig(2, 4, PING=2), FragConfig(2, 4, PING=4), FragConfig(1, 8, PREFETCH=True, PING=2),
+    FragConfig(1, 8, PREFETCH=True, PING=4), FragConfig(2, 2, SORTED=True, PING=2), FragConfig(2, 2, SORTED=True, PING=4),
 )}
 
 def pick_frag_configs(num_slots: int, num_experts: int = 512, top_k: int = 10, hidden: int = 4096,

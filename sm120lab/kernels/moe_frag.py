@@ -213,13 +213,37 @@ def _frag_store(v, out_ptr, topk_w_ptr, slot_ptr, base, cg, n, col, pid_m, N, nu
     tl.store(out_ptr + slot.to(tl.int64) * stride_om + n, v.to(out_ptr.dtype.element_ty), mask=keep & (n < N))
 
 
+@triton.jit
+def _frag_chunk(q_base, s_base, a0, ok0, kn, KC):
+    """K chunk ``kn`` of a lane (zeros past ``KC``): its weight words, scale pair and column group 0's activations."""
+    okn = kn < KC
+    return (tl.load(q_base + kn * 128, mask=okn, other=0), tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32),
+            tl.load(a0 + kn * 16, mask=ok0 & okn, other=0))
+
+
+@triton.jit
+def _frag_step(q, sc, b0, kc, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1, c2, c3, CG: tl.constexpr):
+    """One chunk of the ``PING`` loop: its words dequantized once, one MMA block per column group (group 0's
+    activations ``b0`` travel with the chunk; groups 1-3 are loaded here, at chunk ``kc``)."""
+    sg, sg8 = _frag_scales(sc)
+    r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+    c0 = _frag_mma_regs(r0, r1, r2, r3, b0, c0)
+    if CG > 1:
+        kin = kc < KC
+        c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
+        if CG > 2:
+            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
+    return c0, c1, c2, c3
+
+
 @triton.jit(do_not_specialize=["num_slots"])
 def moe_w4a16_frag_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
     N, KC, num_slots, a_row_div, up_tiles,
     stride_am, stride_qe, stride_se, stride_om, err_ptr, num_experts,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
-    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr,
+    TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr, PING: tl.constexpr = 0,
 ):
     """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
     (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
@@ -232,7 +256,16 @@ def moe_w4a16_frag_kernel(
     of 8 slots (separate 1-D tensors, so every operand of the asm keeps one layout).
 
     ``CG`` = 0, an id outside [0, E) (issue 32): the slot runs on expert 0's address with factor 0 (writes
-    exactly 0); the w13 launch (``FUSE_SILU``) adds one to ``err_ptr`` per such slot (``pid_n == 0``)."""
+    exactly 0); the w13 launch (``FUSE_SILU``) adds one to ``err_ptr`` per such slot (``pid_n == 0``).
+
+    ``PING`` (0, 2 or 4): each loop step works on ``PING`` chunks held in their own registers, each with its
+    weights, scales and column group 0's activations (groups 1-3 are loaded where they are used, as in the default
+    loop), and loads each chunk's successor ``PING`` chunks ahead into the same
+    registers, so the loop carries no copy. The default loop (0) carries one chunk ahead and copies it into the
+    current chunk's registers at the end of each step, and that copy waits for the load just issued (ncu source
+    counters on the H100, T = 1: 35% of the w13 kernel's stall samples on that one move; notes/triton_kernels.md,
+    twelfth round). ptxas still issues a step's loads after its last MMA (sm_90 SASS, Triton 3.6), so a step
+    waits once for ``PING`` chunks instead of once per chunk. Same products, same fp32 summation order."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     expert = tl.load(expert_ptr + pid_m).to(tl.int64)
@@ -262,23 +295,48 @@ def moe_w4a16_frag_kernel(
     ok = kc < KC
     q = tl.load(q_base + kc * 128, mask=ok, other=0)
     sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
-    for k0 in range(0, KC, WARPS):
-        kn = k0 + WARPS + w
-        okn = kn < KC
-        q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
-        sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
-        kc = k0 + w
-        kin = kc < KC
-        sg, sg8 = _frag_scales(sc)
-        r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-        c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
-        if CG > 1:
-            c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
-        if CG > 2:
-            c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
-            c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
-        q = q_next
-        sc = sc_next
+    if PING > 0:
+        tl.static_assert(PING == 2 or PING == 4, "PING: 2 or 4 chunks per step")
+        if CG < 2:  # groups 1-3 (loaded in place, each step) exist from CG = 2 and 4 on
+            a1, ok1 = a0, ok0
+        if CG < 4:
+            a2, ok2, a3, ok3 = a0, ok0, a0, ok0
+        ba = tl.load(a0 + kc * 16, mask=ok0 & ok, other=0)
+        qb, scb, bb = _frag_chunk(q_base, s_base, a0, ok0, WARPS + w, KC)
+        if PING == 4:
+            qc, scc, bc = _frag_chunk(q_base, s_base, a0, ok0, 2 * WARPS + w, KC)
+            qd, scd, bd = _frag_chunk(q_base, s_base, a0, ok0, 3 * WARPS + w, KC)
+        for k0 in range(0, KC, PING * WARPS):  # chunks k0 + (0, 1, ...) * WARPS + w
+            c0, c1, c2, c3 = _frag_step(q, sc, ba, k0 + w, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1, c2, c3, CG)
+            q, sc, ba = _frag_chunk(q_base, s_base, a0, ok0, k0 + PING * WARPS + w, KC)
+            c0, c1, c2, c3 = _frag_step(qb, scb, bb, k0 + WARPS + w, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1, c2, c3,
+                                        CG)
+            qb, scb, bb = _frag_chunk(q_base, s_base, a0, ok0, k0 + (PING + 1) * WARPS + w, KC)
+            if PING == 4:
+                c0, c1, c2, c3 = _frag_step(qc, scc, bc, k0 + 2 * WARPS + w, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1,
+                                            c2, c3, CG)
+                qc, scc, bc = _frag_chunk(q_base, s_base, a0, ok0, k0 + 6 * WARPS + w, KC)
+                c0, c1, c2, c3 = _frag_step(qd, scd, bd, k0 + 3 * WARPS + w, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1,
+                                            c2, c3, CG)
+                qd, scd, bd = _frag_chunk(q_base, s_base, a0, ok0, k0 + 7 * WARPS + w, KC)
+    else:
+        for k0 in range(0, KC, WARPS):
+            kn = k0 + WARPS + w
+            okn = kn < KC
+            q_next = tl.load(q_base + kn * 128, mask=okn, other=0)
+            sc_next = tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
+            kc = k0 + w
+            kin = kc < KC
+            sg, sg8 = _frag_scales(sc)
+            r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
+            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
+            if CG > 1:
+                c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
+            if CG > 2:
+                c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+                c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
+            q = q_next
+            sc = sc_next
     alpha = tl.load(alpha_ptr + expert)
     if CG == 0:
         alpha = tl.where(bad, 0.0, alpha)
@@ -323,10 +381,22 @@ def _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, ids_ptr, a_tok, q_off, s_o
 
 
 @triton.jit
+def _w2sum_fold(q, sc, b, f, c, total, cidx, ITERS):
+    """Chunk ``cidx``'s MMAs into ``c``; after an expert's last chunk, ``total += c * f`` and ``c`` restarts."""
+    sg, sg8 = _frag_scales(sc)
+    c = _frag_mma(q, sg, sg8, b, c)
+    if (cidx + 1) % ITERS == 0:
+        total += c * f
+        c = tl.zeros(c.shape, tl.float32)
+    return c, total
+
+
+@triton.jit
 def moe_w4a16_frag_w2sum_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, topk_ids_ptr,
     N, KC, stride_am, stride_qe, stride_se, stride_om, num_experts,
     TOPK: tl.constexpr, TILES: tl.constexpr, WARPS: tl.constexpr, PREFETCH: tl.constexpr = False,
+    PING: tl.constexpr = 0,
 ):
     """w2 and the sum over a token's k choices in one launch (small T): program (tile group, token t)
     streams the w2 tiles of the token's ``TOPK`` experts one after another (the next chunk, also across
@@ -341,7 +411,10 @@ def moe_w4a16_frag_w2sum_kernel(
     the loop waits on another load of the same step; else they are loaded where they are used. Which is
     faster depends on the shape (H200, one tile per warp, 4 routings per graph: 0.82-0.91x the time at
     qwen3.5, qwen3-next and H=7168/I=2048/E=256/k=8, 1.05x at qwen3-235b and gpt-oss;
-    data/bench/aux/w2sum_ab_probe_h200_2026-12-03_2.jsonl), so it is a tile choice (``FragConfig``)."""
+    data/bench/aux/w2sum_ab_probe_h200_2026-12-03_2.jsonl), so it is a tile choice (``FragConfig``).
+
+    ``PING`` (0, 2 or 4): ``PING`` chunks per loop step in their own registers, each carrying its activations and
+    factor as with ``PREFETCH``, each reloaded ``PING`` chunks ahead (:func:`moe_w4a16_frag_kernel`'s ``PING``)."""
     pid_n = tl.program_id(0)
     tok = tl.program_id(1)
     R: tl.constexpr = TILES * WARPS * 128
@@ -355,24 +428,55 @@ def moe_w4a16_frag_w2sum_kernel(
                                ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK, WARPS, PREFETCH)
     c = tl.zeros((R,), tl.float32)
     total = tl.zeros((R,), tl.float32)
-    for it in range(0, TOPK * ITERS):
-        q_n, sc_n, b_n, f_n = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
-                                           slot0, it + 1, w, ITERS, KC, stride_qe, stride_se, stride_am,
-                                           num_experts, TOPK, WARPS, PREFETCH)
-        jc = it // ITERS
-        if not PREFETCH:
-            kc = (it % ITERS) * WARPS + w
-            b = tl.load(a_tok + jc * stride_am + kc * 16, mask=kc < KC, other=0)
-        sg, sg8 = _frag_scales(sc)
-        c = _frag_mma(q, sg, sg8, b, c)
-        if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its factor
+    if PING > 0:
+        tl.static_assert(PREFETCH, "PING carries activations and factors (PREFETCH)")
+        tl.static_assert(PING == 2 or PING == 4, "PING: 2 or 4 chunks per step")
+        qb, scb, bb, fb = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off, slot0,
+                                       1, w, ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK, WARPS, True)
+        if PING == 4:
+            qc, scc, bc, fc = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                           slot0, 2, w, ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK,
+                                           WARPS, True)
+            qd, scd, bd, fd = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                           slot0, 3, w, ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK,
+                                           WARPS, True)
+        for it in range(0, TOPK * ITERS, PING):  # chunks it, it + 1, ... (past the end: zeros, factor 0)
+            c, total = _w2sum_fold(q, sc, b, f, c, total, it, ITERS)
+            q, sc, b, f = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off, slot0,
+                                       it + PING, w, ITERS, KC, stride_qe, stride_se, stride_am, num_experts, TOPK,
+                                       WARPS, True)
+            c, total = _w2sum_fold(qb, scb, bb, fb, c, total, it + 1, ITERS)
+            qb, scb, bb, fb = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                           slot0, it + PING + 1, w, ITERS, KC, stride_qe, stride_se, stride_am,
+                                           num_experts, TOPK, WARPS, True)
+            if PING == 4:
+                c, total = _w2sum_fold(qc, scc, bc, fc, c, total, it + 2, ITERS)
+                qc, scc, bc, fc = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                               slot0, it + 6, w, ITERS, KC, stride_qe, stride_se, stride_am,
+                                               num_experts, TOPK, WARPS, True)
+                c, total = _w2sum_fold(qd, scd, bd, fd, c, total, it + 3, ITERS)
+                qd, scd, bd, fd = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                               slot0, it + 7, w, ITERS, KC, stride_qe, stride_se, stride_am,
+                                               num_experts, TOPK, WARPS, True)
+    else:
+        for it in range(0, TOPK * ITERS):
+            q_n, sc_n, b_n, f_n = _w2sum_chunk(q_ptr, s_ptr, alpha_ptr, topk_w_ptr, topk_ids_ptr, a_tok, q_off, s_off,
+                                               slot0, it + 1, w, ITERS, KC, stride_qe, stride_se, stride_am,
+                                               num_experts, TOPK, WARPS, PREFETCH)
+            jc = it // ITERS
             if not PREFETCH:
-                e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
-                f = tl.load(alpha_ptr + e_c, mask=(e_c >= 0) & (e_c < num_experts), other=0.0) * tl.load(
-                    topk_w_ptr + slot0 + jc).to(tl.float32)
-            total += c * f
-            c = tl.zeros((R,), tl.float32)
-        q, sc, b, f = q_n, sc_n, b_n, f_n
+                kc = (it % ITERS) * WARPS + w
+                b = tl.load(a_tok + jc * stride_am + kc * 16, mask=kc < KC, other=0)
+            sg, sg8 = _frag_scales(sc)
+            c = _frag_mma(q, sg, sg8, b, c)
+            if (it + 1) % ITERS == 0:  # the last chunk of expert jc: fold it in with its factor
+                if not PREFETCH:
+                    e_c = tl.load(topk_ids_ptr + slot0 + jc).to(tl.int64)
+                    f = tl.load(alpha_ptr + e_c, mask=(e_c >= 0) & (e_c < num_experts), other=0.0) * tl.load(
+                        topk_w_ptr + slot0 + jc).to(tl.float32)
+                total += c * f
+                c = tl.zeros((R,), tl.float32)
+            q, sc, b, f = q_n, sc_n, b_n, f_n
     v = _frag_reduce(total, TILES, WARPS)
     n, col = _frag_out_index(pid_n, TILES)
     keep = col == 0
@@ -412,7 +516,8 @@ def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
 
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
                 slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
-                sorted_cols: bool, tiles: int, warps: int, cg: int = 0, id_errors: torch.Tensor | None = None) -> None:
+                sorted_cols: bool, tiles: int, warps: int, cg: int = 0, id_errors: torch.Tensor | None = None,
+                ping: int = 0) -> None:
     """One fragment-kernel launch.
 
     Args:
@@ -426,6 +531,7 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
             means 1; 1, 2 or 4 need ``moe_sort(ids, E, 8 * cg)`` blocks in ``expert_ids`` / ``slot_ids``.
         id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
             (None: :func:`.id_errors.id_error_counter` of the device).
+        ping: 0, or 2 / 4 chunks per loop step (:func:`moe_w4a16_frag_kernel`'s ``PING``).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -445,20 +551,26 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         raise ValueError(f"cg must be 0, 1, 2 or 4, got {cg}")
     if cg and not sorted_cols:
         raise ValueError("cg > 0 needs sorted columns (moe_sort blocks of 8 * cg)")
+    if ping not in (0, 2, 4):
+        raise ValueError(f"ping must be 0, 2 or 4, got {ping}")
     moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
-                                OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1)
+                                OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1,
+                                **({"PING": ping} if ping else {}))
 
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,
-                       tiles: int, warps: int, prefetch: bool = False) -> None:
-    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`, its ``PREFETCH`` = ``prefetch``): inter bf16
-    [T*k, I] -> out [T, H]."""
+                       tiles: int, warps: int, prefetch: bool = False, ping: int = 0) -> None:
+    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`, its ``PREFETCH`` = ``prefetch`` or ``ping``,
+    ``PING`` = ``ping``): inter bf16 [T*k, I] -> out [T, H]."""
     e, n, k = w.shape
     t, topk = topk_ids.shape
     if inter.dtype != torch.bfloat16 or inter.shape != (t * topk, k) or inter.stride(1) != 1 or inter.stride(0) % 4:
         raise ValueError(f"inter must be bf16 [T*k={t * topk}, I={k}], got {inter.dtype} {tuple(inter.shape)}")
+    if ping not in (0, 2, 4):
+        raise ValueError(f"ping must be 0, 2 or 4, got {ping}")
     grid = (triton.cdiv(n, 16 * tiles), t)
     moe_w4a16_frag_w2sum_kernel[grid](
         inter.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, topk_ids,
         n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0), e,
-        TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=prefetch, num_warps=warps, num_stages=1)
+        TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=bool(prefetch or ping), num_warps=warps, num_stages=1,
+        **({"PING": ping} if ping else {}))
