@@ -4,6 +4,9 @@
 # per run, delete the clone, repeat. Stops at the first failure unless KEEP_GOING=1.
 #   scripts/ci_repeat.sh REPO COMMIT N OUT.jsonl [WORKDIR]
 set -uo pipefail
+if [ $# -lt 4 ] || ! [[ $3 =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: scripts/ci_repeat.sh REPO COMMIT N OUT.jsonl [WORKDIR]  (N: a positive number of runs)" >&2; exit 2
+fi
 repo=$1; commit=$2; n=$3; out=$4; work=${5:-$(mktemp -d)}
 mkdir -p "$work"
 for i in $(seq 1 "$n"); do
