@@ -16,9 +16,10 @@ import sys
 
 import torch
 import triton
+from probe_io import decode_case
 
 from sm120lab.bench.ceilings import measure_copy_gbps
-from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
+from sm120lab.bench.moe_problem import make_bench_layer
 from sm120lab.kernels.moe_frag import launch_frag, launch_frag_w2_sum
 from sm120lab.kernels.prepack import prepare_moe_weights
 from sm120lab.moe.problem import PRESETS
@@ -75,15 +76,11 @@ def main() -> int:
         packed = prepare_moe_weights(layer.w13, layer.w2)
         gen = torch.Generator(device="cuda").manual_seed(9)
         for t in tokens:
-            ids, tw = uniform_routing(t, cfg.E, cfg.k, gen=gen)
-            x = torch.randn(t, cfg.H, device="cuda", generator=gen).to(torch.bfloat16)
-            s, twf, flat = t * cfg.k, tw.reshape(-1), ids.reshape(-1)
-            n_active = int(torch.unique(ids).numel())
-            b13 = layer.nvfp4_bytes_per_expert("w13") * n_active
-            b2 = layer.nvfp4_bytes_per_expert("w2") * n_active
+            c = decode_case(layer, cfg.k, cfg.H, t, gen)
             head = {"preset": name, "T": t}
-            ref13 = sweep(emit, head, "w13", W13, (s, cfg.I), b13 / copy, w13_call, (x, packed, twf, flat, s, cfg.k))
-            sweep(emit, head, "w2sum", W2, (t, cfg.H), b2 / copy, w2_call, (ref13, packed, twf, ids))
+            ref13 = sweep(emit, head, "w13", W13, (c["s"], cfg.I), c["b13"] / copy, w13_call,
+                          (c["x"], packed, c["twf"], c["flat"], c["s"], cfg.k))
+            sweep(emit, head, "w2sum", W2, (t, cfg.H), c["b2"] / copy, w2_call, (ref13, packed, c["twf"], c["ids"]))
         del layer, packed
         torch.cuda.empty_cache()
     return 0

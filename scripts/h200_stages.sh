@@ -72,7 +72,7 @@ deep)
 ping)
   [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
   env_line | tee "$OUT/env.txt"
-  timeout ${PING_TIMEOUT:-540} python3 scripts/ping_probe.py "$OUT/ping_probe.jsonl" ${PING_PRESETS:-} > "$OUT/ping_log.txt" 2>&1
+  timeout ${PING_TIMEOUT:-540} python3 scripts/ping_probe.py "$OUT/ping_probe.jsonl" ${PING_PRESETS:+--presets $PING_PRESETS} > "$OUT/ping_log.txt" 2>&1
   echo "ping probe exit $?"; grep '"layer"' "$OUT/ping_probe.jsonl" | cut -c1-260
   ;;
 pingtest)

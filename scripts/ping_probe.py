@@ -1,7 +1,7 @@
 """GPU probe: the fragment kernels' ``PING`` option (two chunks in flight, each reloaded right after its MMAs)
 against the tiles it derives from, at decode T, kernels alone and the whole layer.
 
-    PYTHONPATH=. python3 scripts/ping_probe.py OUT.jsonl [presets] [tokens] [--tiles TABLE]
+    PYTHONPATH=. python3 scripts/ping_probe.py OUT.jsonl [--presets P,...] [--tokens T,...] [--tiles TABLE] [--seed S]
 
 Why (notes/triton_kernels.md, twelfth round): ncu's source counters at T = 1 put 35% of the w13 kernel's stall
 samples on one register move at the end of its K loop, which copies the chunk loaded one step ahead into the
@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import platform
-import subprocess
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -33,15 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+from probe_io import decode_case, open_record, preset_layers  # noqa: E402
 
-from sm120lab.bench.ceilings import measure_copy_gbps  # noqa: E402
-from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing  # noqa: E402
 from sm120lab.kernels.moe_configs import FRAG_CONFIGS  # noqa: E402
 from sm120lab.kernels.moe_frag import launch_frag, launch_frag_w2_sum  # noqa: E402
 from sm120lab.kernels.moe_layer import fused_moe_packed  # noqa: E402
-from sm120lab.kernels.plan import MoEShape, TileTable, plan_moe  # noqa: E402
-from sm120lab.kernels.plan import Path as KPath
-from sm120lab.kernels.prepack import prepare_moe_weights  # noqa: E402
+from sm120lab.kernels.plan import Path as KPath  # noqa: E402
+from sm120lab.kernels.plan import TileTable, plan_moe  # noqa: E402
 from sm120lab.moe.problem import PRESETS  # noqa: E402
 from sm120lab.moe.reference import moe_reference  # noqa: E402
 from sm120lab.nvfp4.quant_error import relative_error  # noqa: E402
@@ -56,64 +52,37 @@ def twin(cfg, ping: int):
     return FRAG_CONFIGS.get(t.name) or FRAG_CONFIGS.get(replace(cfg, PING=ping).name)
 
 
-def rel(a, b) -> float:
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max())
-
-
 def bench(fn) -> float:
     fn()
     torch.cuda.synchronize()
     return triton.testing.do_bench_cudagraph(fn, rep=200) * 1e3
 
 
-def env() -> dict:
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "log", "-1", "--format=%H"], capture_output=True, text=True).stdout.strip()
-    return {"env": True, "gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "triton": triton.__version__, "python": platform.python_version(), "commit": commit,
-            "command": " ".join(sys.argv)}
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
-    p.add_argument("presets", nargs="?", default="qwen3.5-397b-a17b,qwen3-next-80b-a3b,qwen3-235b-a22b,gpt-oss-120b")
-    p.add_argument("tokens", nargs="?", default="1,4,16,64,256,1024")
+    p.add_argument("--presets", default="qwen3.5-397b-a17b,qwen3-next-80b-a3b,qwen3-235b-a22b,gpt-oss-120b")
+    p.add_argument("--tokens", default="1,4,16,64,256,1024")
     p.add_argument("--tiles", default="data/tiles/h200.json")
-    p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--seed", type=int, default=5, help="weights' seed; the inputs' generator takes seed + 1")
     args = p.parse_args()
-    sink = open(args.out, "a")
-
-    def emit(r):
-        print(json.dumps(r), flush=True)
-        sink.write(json.dumps(r) + "\n")
-        sink.flush()
-
-    copy = measure_copy_gbps()["copy_GBps"]
-    emit({**env(), "copy_GBps": copy})
+    emit, copy, t0 = open_record("ping_probe.py", args)
     table = TileTable.load(args.tiles)
-    for name in args.presets.split(","):
-        cfg = PRESETS[name]
-        layer = make_bench_layer(cfg.E, cfg.k, cfg.H, cfg.I, seed=args.seed, bf16=False, fp8=False)
-        packed = prepare_moe_weights(layer.w13, layer.w2)
-        shape = MoEShape.of(cfg.E, cfg.H, cfg.I, cfg.k)
-        gen = torch.Generator(device="cuda").manual_seed(args.seed + 1)
+    shapes = {n: (PRESETS[n].E, PRESETS[n].k, PRESETS[n].H, PRESETS[n].I) for n in args.presets.split(",")}
+    for name, (_, k, h, n_inter), layer, packed, gen, shape in preset_layers(
+            shapes, list(shapes), t0, math.inf, emit, seed=args.seed, input_seed=args.seed + 1):
         for t in (int(x) for x in args.tokens.split(",")):
-            ids, tw = uniform_routing(t, cfg.E, cfg.k, gen=gen)
-            x = torch.randn(t, cfg.H, device="cuda", generator=gen).to(torch.bfloat16)
-            s, twf, flat = t * cfg.k, tw.reshape(-1), ids.reshape(-1)
-            n_active = int(torch.unique(ids).numel())
-            b13 = layer.nvfp4_bytes_per_expert("w13") * n_active
-            b2 = layer.nvfp4_bytes_per_expert("w2") * n_active
+            case = decode_case(layer, k, h, t, gen)
+            ids, tw, x, s, twf, flat = (case[key] for key in ("ids", "tw", "x", "s", "twf", "flat"))
+            n_active, b13, b2 = case["n_active"], case["b13"], case["b2"]
             head = {"preset": name, "T": t, "active_experts": n_active}
             # kernels alone, unsorted (one slot per program, the plan's pick up to T = 16): w13 f2w4 and its twins,
             # w2+sum f1w8, f1w8p and theirs
             outs = {}
             for tile in () if t > 16 else ("f2w4", "f2w4d2", "f2w4d4"):
                 c = FRAG_CONFIGS[tile]
-                o = torch.full((s, cfg.I), float("nan"), dtype=torch.bfloat16, device="cuda")
-                fn = functools.partial(launch_frag, x, packed.w13, o, twf, flat, flat, num_slots=s, a_row_div=cfg.k,
+                o = torch.full((s, n_inter), float("nan"), dtype=torch.bfloat16, device="cuda")
+                fn = functools.partial(launch_frag, x, packed.w13, o, twf, flat, flat, num_slots=s, a_row_div=k,
                                        fuse_silu=True, mul_routing=False, sorted_cols=False, tiles=c.TILES,
                                        warps=c.num_warps, cg=0, ping=c.PING)
                 us = bench(fn)
@@ -123,7 +92,7 @@ def main() -> int:
             inter = outs.get("f2w4")
             for tile in () if t > 16 else ("f1w8", "f1w8p", "f1w8pd2", "f1w8pd4"):
                 c = FRAG_CONFIGS[tile]
-                o = torch.full((t, cfg.H), float("nan"), dtype=torch.bfloat16, device="cuda")
+                o = torch.full((t, h), float("nan"), dtype=torch.bfloat16, device="cuda")
                 fn = functools.partial(launch_frag_w2_sum, inter, packed.w2, o, twf, ids, tiles=c.TILES,
                                        warps=c.num_warps, prefetch=c.PREFETCH, ping=c.PING)
                 us = bench(fn)
@@ -150,8 +119,6 @@ def main() -> int:
                        "finite": bool(y.isfinite().all())}
                 row["rel_fp64"] = relative_error(ref, y)
                 emit(row)
-        del layer, packed
-        torch.cuda.empty_cache()
     return 0
 
 

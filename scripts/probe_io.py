@@ -1,5 +1,6 @@
-"""Shared plumbing of the H200 probe scripts (``frag_depth_probe``, ``prefill_probe``, ``w2sum_ab_probe``):
-the JSON-lines record and the per-preset loop under a time budget."""
+"""Shared plumbing of the H200 probe scripts (``frag_depth_probe``, ``prefill_probe``, ``w2sum_ab_probe``,
+``ping_probe``, ``decode_warps_probe``): the JSON-lines record, the per-preset loop under a time budget and one
+decode case per T."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from sm120lab.bench.ceilings import measure_copy_gbps
-from sm120lab.bench.moe_problem import make_bench_layer
+from sm120lab.bench.moe_problem import make_bench_layer, uniform_routing
 from sm120lab.envinfo import collect
 from sm120lab.kernels.plan import MoEShape
 from sm120lab.kernels.prepack import prepare_moe_weights
@@ -44,18 +45,30 @@ def open_record(script: str, args) -> tuple[Callable[[dict], None], float, float
     return emit, copy, t0
 
 
-def preset_layers(shapes: dict, names, t0: float, budget_s: float, emit) -> Iterator[tuple]:
-    """(name, (E, k, H, I), layer, packed, gen, shape) per preset in ``names``: random NVFP4 weights of seed 5,
-    prepared, a CUDA generator of seed 9 for the inputs and the plan's ``MoEShape``; stops (and says so) once
-    ``budget_s`` seconds have passed since ``t0``; frees each layer after use."""
+def preset_layers(shapes: dict, names, t0: float, budget_s: float, emit, *, seed: int = 5,
+                  input_seed: int = 9) -> Iterator[tuple]:
+    """(name, (E, k, H, I), layer, packed, gen, shape) per preset in ``names``: random NVFP4 weights of ``seed``,
+    prepared, a CUDA generator of ``input_seed`` for the inputs and the plan's ``MoEShape``; stops (and says so)
+    once ``budget_s`` seconds have passed since ``t0``; frees each layer after use."""
     for name in names:
         e, k, h, inter = shapes[name]
         if time.time() - t0 > budget_s:
             emit({"stopped": f"budget {budget_s} s spent before {name}"})
             return
-        layer = make_bench_layer(e, k, h, inter, seed=5, bf16=False, fp8=False)
+        layer = make_bench_layer(e, k, h, inter, seed=seed, bf16=False, fp8=False)
         packed = prepare_moe_weights(layer.w13, layer.w2)
-        gen = torch.Generator(device="cuda").manual_seed(9)
+        gen = torch.Generator(device="cuda").manual_seed(input_seed)
         yield name, (e, k, h, inter), layer, packed, gen, MoEShape(E=e, N=inter, K=h, top_k=k)
         del layer, packed
         torch.cuda.empty_cache()
+
+
+def decode_case(layer, k: int, h: int, t: int, gen) -> dict:
+    """One case at T = ``t``: uniform routing and bf16 activations drawn from ``gen`` (in that order), the flat
+    routing (``s = t k`` slots), the active experts and their NVFP4 weight bytes per op (``b13``, ``b2``)."""
+    ids, tw = uniform_routing(t, layer.E, k, gen=gen)
+    x = torch.randn(t, h, device="cuda", generator=gen).to(torch.bfloat16)
+    n_active = int(torch.unique(ids).numel())
+    return {"ids": ids, "tw": tw, "x": x, "s": t * k, "twf": tw.reshape(-1), "flat": ids.reshape(-1),
+            "n_active": n_active, "b13": layer.nvfp4_bytes_per_expert("w13") * n_active,
+            "b2": layer.nvfp4_bytes_per_expert("w2") * n_active}
