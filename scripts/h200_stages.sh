@@ -12,6 +12,9 @@
 #   stage ping   scripts/ping_probe.py (the fragment kernels' PING tiles against the tiles they derive from, kernels
 #                alone and the layer, T = 1-1024, four presets)
 #   stage pingtest  the GPU kernel tests of the PING tiles, then memcheck over their expert-id tests
+#   stage share  scripts/share_b_probe.py (the two-tile fragment kernels with SHARE_B, one activation load per lane for
+#                both tiles, against the same tile without it: the layer at T = 256-4096 with vLLM's Marlin where the
+#                three parts came in earlier calls, then kernels alone, T = 1-4096, four presets)
 #   stage files  carry .vllm-parts/part02: the cache rebuilt as in bench, then scripts/h200_plan_run.py: every preset
 #                and two shapes of no preset, planned from data/tiles/h200.json, with Marlin, torch bf16 / FP8
 #                grouped and the peer (a skip row with its reason where triton_kernels does not import)
@@ -84,6 +87,17 @@ pingtest)
   timeout 140 compute-sanitizer --tool memcheck --target-processes all python3 -m pytest -p no:cacheprovider -m gpu -q \
     tests/gpu/test_moe_kernels_gpu.py -k "(d2 or d4) and out_of_range" > "$OUT/memcheck_ping.txt" 2>&1
   echo "memcheck (PING tiles) exit $?"; tail -4 "$OUT/memcheck_ping.txt"
+  ;;
+share)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  [ -d /root/vllm-cache ] || [ ! -d "$VP/part02" ] || python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* \
+    --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+  [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  timeout ${SHARE_TIMEOUT:-500} python3 scripts/share_b_probe.py "$OUT/share_b_probe.jsonl" \
+    ${SHARE_PRESETS:+--presets $SHARE_PRESETS} ${SHARE_TOKENS:+--tokens $SHARE_TOKENS} \
+    ${SHARE_LAYER_TOKENS:+--layer-tokens $SHARE_LAYER_TOKENS} > "$OUT/share_log.txt" 2>&1
+  echo "share probe exit $?"; tail -3 "$OUT/share_log.txt" | cut -c1-300
   ;;
 files)
   env_line | tee "$OUT/env.txt"

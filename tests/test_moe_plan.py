@@ -107,6 +107,23 @@ def test_overrides_are_validated_with_one_line_errors():
     assert p.source == "override" and p.w2_sums
 
 
+def test_share_b_tiles_are_two_tile_options_the_w2_sum_kernel_does_not_take():
+    """SHARE_B (one activation load per lane for both weight tiles) is a tile of its own (``...b``): the formula's
+    wide sorted tile; an unsorted w2 runs the w2+sum kernel, which has no such option, so the plan refuses it there
+    and the tuner does not offer it."""
+    s = P.MoEShape(E=512, N=1024, K=4096, top_k=10)
+    assert FRAG_CONFIGS["f2w2oc2b"].SHARE_B and FRAG_CONFIGS["f2w2oc2b"].TILES == 2
+    assert FRAG_CONFIGS["f2w2oc2b"].name == "f2w2oc2b" and not FRAG_CONFIGS["f2w2oc2"].SHARE_B
+    w13, w2 = P.frag_tiles(20.0, 10**6)
+    assert w13.name == w2.name == "f2w2oc2b"
+    with pytest.raises(ValueError, match="SHARE_B is not an option of the unsorted w2"):
+        P.plan_moe(s, 1, target=SM90, tiles=(FRAG_CONFIGS["f2w4b"], FRAG_CONFIGS["f2w4b"]))
+    assert P.plan_moe(s, 1, target=SM90, tiles=(FRAG_CONFIGS["f2w4b"], FRAG_CONFIGS["f1w8"])).w13.SHARE_B
+    for _path, _, w2s in P.tune_candidates(s, 1, SM90):
+        assert not any(c.SHARE_B and not c.SORTED for c in w2s)
+    assert any("f2w2oc2b" in {c.name for c in g[1]} for g in P.tune_candidates(s, 1024, SM90))
+
+
 def test_shape_without_fragment_layout_falls_back():
     s = P.MoEShape(E=8, N=96, K=128, top_k=2)  # N % 64 != 0: no fragment layout
     assert P.plan_moe(s, 1, target=SM90, table=False).path is P.Path.DECODE

@@ -279,6 +279,8 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
                   CG=cfg.CG or int(cfg.SORTED))
         if cfg.PING:
             ce["PING"] = cfg.PING
+        if cfg.SHARE_B:
+            ce["SHARE_B"] = True
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32",
                 "out_ptr": "*bf16" if fuse else "*fp32", "topk_w_ptr": "*fp32",
                 "expert_ptr": "*i32" if cfg.SORTED else "*i64", "slot_ptr": "*i32" if cfg.SORTED else "*i64",
@@ -349,7 +351,9 @@ def jobs(ccs=(120, 121)) -> list[tuple[str, object, int]]:
 
 def frag_config_applies(variant: str, cfg) -> bool:
     """w13 needs gate + up tiles (even TILES); the w2+sum kernel runs only unsorted configs; ``PREFETCH`` is
-    an option of the w2+sum kernel alone."""
+    an option of the w2+sum kernel alone, ``SHARE_B`` one of the other fragment kernel alone."""
+    if cfg.SHARE_B:
+        return variant != "w2sum_frag"
     if cfg.PREFETCH:  # the w2+sum kernel's loop option only
         return variant == "w2sum_frag" and not cfg.SORTED
     if variant == "w13_frag":

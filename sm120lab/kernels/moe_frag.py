@@ -109,8 +109,28 @@ def _mma4_asm() -> str:
     return "\n{\n.reg .b32 b0, b1;\n" + body + "}\n"
 
 
+def _mma8_ld_asm() -> str:
+    """Two weight tiles' 4 MMAs each (pack 8: elements 0-3 tile 0, 4-7 tile 1; dequantized A in ``$8..$39``, register
+    r of element e in ``$(8 + 8r + e)``) on ONE load of the lane's activations: 32 bytes at the address of element
+    0 (``$40``), zeros where element 0's mask (``$48``) is 0; accumulators in ``$56..$63``, out ``$0..$7``."""
+    body = ("setp.ne.b32 p, $48, 0;\n"
+            "mov.b32 x0, 0; mov.b32 x1, 0; mov.b32 x2, 0; mov.b32 x3, 0;\n"
+            "mov.b32 x4, 0; mov.b32 x5, 0; mov.b32 x6, 0; mov.b32 x7, 0;\n"
+            "@p ld.global.v4.b32 {x0, x1, x2, x3}, [$40];\n"
+            "@p ld.global.v4.b32 {x4, x5, x6, x7}, [$40+16];\n")
+    for u in range(2):
+        for j in range(4):
+            cin = ", ".join(f"${56 + 4 * u + i}" for i in range(4)) if j == 0 else ", ".join(
+                f"${4 * u + i}" for i in range(4))
+            e = 4 * u + j
+            body += ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {" + ", ".join(f"${4 * u + i}" for i in range(4))
+                     + "}, {" + ", ".join(f"${8 + 8 * r + e}" for r in range(4)) + f"}}, {{x{2 * j}, x{2 * j + 1}}}, {{{cin}}};\n")
+    return "\n{\n.reg .pred p;\n.reg .b32 x0, x1, x2, x3, x4, x5, x6, x7;\n" + body + "}\n"
+
+
 _DEQUANT_ASM = tl.constexpr(_dequant_asm())
 _MMA4_ASM = tl.constexpr(_mma4_asm())
+_MMA8_LD_ASM = tl.constexpr(_mma8_ld_asm())
 
 
 @triton.jit
@@ -126,6 +146,15 @@ def _frag_mma_regs(r0, r1, r2, r3, b, c):
     """4 x mma.m16n8k16 (one per word j of the lane) on dequantized A registers into one accumulator ``c``."""
     return tl.inline_asm_elementwise(_MMA4_ASM, "=f,=f,=f,=f," + "r," * 16 + "l,l,l,l,f,f,f,f",
                                      [r0, r1, r2, r3, b, c], dtype=tl.float32, is_pure=True, pack=4)
+
+
+@triton.jit
+def _frag_mma_ld2(r0, r1, r2, r3, a, ok, c):
+    """Two tiles (``TILES`` = 2) x 4 mma.m16n8k16 on dequantized A registers, their activations loaded once per lane
+    inside the asm (:func:`_mma8_ld_asm`): ``a`` the int64 addresses of the activations, ``ok`` their int32 masks
+    (only element 0 of each 8 is read)."""
+    return tl.inline_asm_elementwise(_MMA8_LD_ASM, "=f," * 8 + "r," * 32 + "l," * 8 + "r," * 8 + "f," * 7 + "f",
+                                     [r0, r1, r2, r3, a, ok, c], dtype=tl.float32, is_pure=True, pack=8)
 
 
 @triton.jit
@@ -244,6 +273,7 @@ def moe_w4a16_frag_kernel(
     stride_am, stride_qe, stride_se, stride_om, err_ptr, num_experts,
     FUSE_SILU: tl.constexpr, MUL_ROUTING: tl.constexpr,
     TILES: tl.constexpr, WARPS: tl.constexpr, OUT_T: tl.constexpr, CG: tl.constexpr, PING: tl.constexpr = 0,
+    SHARE_B: tl.constexpr = False,
 ):
     """Grid (N / (16 * tiles per program), column groups). ``a_ptr``: the activations as int64
     (4 bf16) [rows, K/4], row stride ``stride_am`` in int64; ``q_ptr`` int32 / ``s_ptr`` int16:
@@ -329,12 +359,25 @@ def moe_w4a16_frag_kernel(
             kin = kc < KC
             sg, sg8 = _frag_scales(sc)
             r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-            c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
-            if CG > 1:
-                c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
-            if CG > 2:
-                c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
-                c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
+            if SHARE_B:  # one activation load per lane for both tiles, inside the MMA asm
+                tl.static_assert(TILES == 2, "SHARE_B: two weight tiles")
+                c0 = _frag_mma_ld2(r0, r1, r2, r3, (a0 + kc * 16).to(tl.int64, bitcast=True),
+                                   (ok0 & kin).to(tl.int32), c0)
+                if CG > 1:
+                    c1 = _frag_mma_ld2(r0, r1, r2, r3, (a1 + kc * 16).to(tl.int64, bitcast=True),
+                                       (ok1 & kin).to(tl.int32), c1)
+                if CG > 2:
+                    c2 = _frag_mma_ld2(r0, r1, r2, r3, (a2 + kc * 16).to(tl.int64, bitcast=True),
+                                       (ok2 & kin).to(tl.int32), c2)
+                    c3 = _frag_mma_ld2(r0, r1, r2, r3, (a3 + kc * 16).to(tl.int64, bitcast=True),
+                                       (ok3 & kin).to(tl.int32), c3)
+            else:
+                c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
+                if CG > 1:
+                    c1 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a1 + kc * 16, mask=ok1 & kin, other=0), c1)
+                if CG > 2:
+                    c2 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a2 + kc * 16, mask=ok2 & kin, other=0), c2)
+                    c3 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a3 + kc * 16, mask=ok3 & kin, other=0), c3)
             q = q_next
             sc = sc_next
     alpha = tl.load(alpha_ptr + expert)
@@ -517,7 +560,7 @@ def _bf16_bits_to_f32(bits: torch.Tensor) -> torch.Tensor:
 def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, expert_ids: torch.Tensor,
                 slot_ids: torch.Tensor, *, num_slots: int, a_row_div: int, fuse_silu: bool, mul_routing: bool,
                 sorted_cols: bool, tiles: int, warps: int, cg: int = 0, id_errors: torch.Tensor | None = None,
-                ping: int = 0) -> None:
+                ping: int = 0, share_b: bool = False) -> None:
     """One fragment-kernel launch.
 
     Args:
@@ -532,6 +575,7 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
             (None: :func:`.id_errors.id_error_counter` of the device).
         ping: 0, or 2 / 4 chunks per loop step (:func:`moe_w4a16_frag_kernel`'s ``PING``).
+        share_b: two tiles (``tiles`` = 2, ``ping`` = 0) share one activation load per lane (``SHARE_B``).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -553,9 +597,11 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         raise ValueError("cg > 0 needs sorted columns (moe_sort blocks of 8 * cg)")
     if ping not in (0, 2, 4):
         raise ValueError(f"ping must be 0, 2 or 4, got {ping}")
+    if share_b and (tiles != 2 or ping):
+        raise ValueError(f"share_b needs tiles=2 and ping=0, got tiles={tiles}, ping={ping}")
     moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
                                 OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1,
-                                **({"PING": ping} if ping else {}))
+                                **({"PING": ping} if ping else {}), **({"SHARE_B": True} if share_b else {}))
 
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,

@@ -338,7 +338,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
     slot_ids, expert_ids = plan_columns(plan, ids, id_errors=err, zero_rows=out_slots)
     launch_frag(hidden, packed.w13, inter_buf, twf, expert_ids, slot_ids, num_slots=s, a_row_div=k, fuse_silu=True,
                 mul_routing=False, sorted_cols=cfg13.SORTED, tiles=cfg13.TILES, warps=cfg13.num_warps, cg=cfg13.CG,
-                id_errors=err, ping=cfg13.PING)
+                id_errors=err, ping=cfg13.PING, share_b=cfg13.SHARE_B)
     if plan.w2_sums:  # w2 and the sum over the k choices in one launch, written in bf16
         if out is not None and (out.shape != (t, h) or out.dtype != torch.bfloat16 or out.stride(1) != 1):
             raise ValueError(f"out must be a bf16 [T={t}, H={h}] tensor with unit column stride, got "
@@ -349,7 +349,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
         return res
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
                 mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG,
-                id_errors=err, ping=cfg2.PING)
+                id_errors=err, ping=cfg2.PING, share_b=cfg2.SHARE_B)
     return _sum_slots(out_slots, t, k, h, out)
 
 

@@ -279,14 +279,16 @@ def frag_tiles(rows_per_expert: float, w2sum_programs: int) -> tuple[FragConfig,
     """Fragment (w13, w2) tiles, the winners of the H200 tuning at four presets (data/tiles/h200.json):
     one slot per program up to ``FRAG_UNSORTED_MAX_ROWS`` (w2 through the w2+sum kernel, its tile by
     ``w2sum_programs`` = H/16 x T: up to 768 programs 1 tile x 8 warps), 8-slot groups (f2w2o) up to
-    12 rows, 16-slot groups of the wide kernel (f2w2oc2) above."""
+    12 rows, 16-slot groups of the wide kernel above: ``f2w2oc2b``, the H200 winner ``f2w2oc2`` with one activation
+    load per lane for both tiles (``SHARE_B``; bit-identical outputs, the layer 0.90-0.92x the time at T = 1024 on three
+    presets, each kernel 0.86-0.96x at T = 1024-4096 on four; a lent H100, notes/triton_kernels.md, thirteenth round)."""
     r = rows_per_expert
     if r <= FRAG_UNSORTED_MAX_ROWS:
         w2 = "f1w8" if w2sum_programs <= 768 else "f2w4" if w2sum_programs <= 2048 else "f2w2"
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS[w2]
     if r <= 12:
         return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
-    return FRAG_CONFIGS["f2w2oc2"], FRAG_CONFIGS["f2w2oc2"]
+    return FRAG_CONFIGS["f2w2oc2b"], FRAG_CONFIGS["f2w2oc2b"]
 
 
 def decode_tiles(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:
@@ -547,6 +549,8 @@ def _validate(path: Path, w13: Config, w2: Config, shape: MoEShape, target: Targ
             raise ValueError(f"the fragment path needs N and K multiples of 64, got {shape.key}")
         if w13.TILES % 2:
             raise ValueError(f"the w13 fragment tile needs an even TILES (gate and up tiles), got {w13.name}")
+        if not w2.SORTED and w2.SHARE_B:
+            raise ValueError(f"{w2.name}: SHARE_B is not an option of the unsorted w2 (the w2+sum kernel)")
         if w13.SORTED != w2.SORTED or w13.block_m != w2.block_m:
             raise ValueError(f"fragment tiles must agree on SORTED and the block size, got {w13.name} and {w2.name}")
     elif path is Path.DECODE:
@@ -632,7 +636,7 @@ def tune_candidates(shape: MoEShape, tokens: int, target: Target) -> list[tuple[
     frag_ok = target.frag and shape.frag_ok
     if frag_ok and r <= FRAG_UNSORTED_MAX_ROWS * 2.5:
         unsorted = [c for c in FRAG_CONFIGS.values() if not c.SORTED]
-        groups.append((Path.FRAG, [c for c in unsorted if c.TILES % 2 == 0], unsorted))
+        groups.append((Path.FRAG, [c for c in unsorted if c.TILES % 2 == 0], [c for c in unsorted if not c.SHARE_B]))
     if frag_ok and 1.0 < r <= FRAG_MAX_ROWS * 2:
         for bm in (8, 16, 32) if r > 12 else (8,):
             same = [c for c in FRAG_CONFIGS.values() if c.SORTED and c.block_m == bm]
