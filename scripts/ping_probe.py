@@ -94,7 +94,7 @@ def main() -> int:
                 c = FRAG_CONFIGS[tile]
                 o = torch.full((t, h), float("nan"), dtype=torch.bfloat16, device="cuda")
                 fn = functools.partial(launch_frag_w2_sum, inter, packed.w2, o, twf, ids, tiles=c.TILES,
-                                       warps=c.num_warps, prefetch=c.PREFETCH, ping=c.PING)
+                                       warps=c.num_warps, prefetch=c.w2sum_prefetch, ping=c.PING)
                 us = bench(fn)
                 outs[tile] = o.clone()
                 emit({**head, "kernel": "w2sum", "tile": tile, "us": us, "pct_copy": 100 * b2 / copy / 1e3 / us,

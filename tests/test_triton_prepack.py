@@ -181,3 +181,10 @@ def test_frag_launchers_refuse_bad_loop_options_in_one_line(seed):
     with pytest.raises(ValueError, match="ping must be 0, 2 or 4, got 1"):
         launch_frag_w2_sum(torch.randn(3, 64).to(torch.bfloat16), pack_nvfp4(_experts(2, 64, 64, "linear", seed)),
                            torch.empty(3, 64), torch.ones(3), ids.view(3, 1), tiles=1, warps=8, ping=1)
+    with pytest.raises(ValueError, match="ping needs prefetch=True"):
+        launch_frag_w2_sum(torch.randn(3, 64).to(torch.bfloat16), pack_nvfp4(_experts(2, 64, 64, "linear", seed)),
+                           torch.empty(3, 64), torch.ones(3), ids.view(3, 1), tiles=1, warps=8, ping=2)
+    from sm120lab.kernels.moe_configs import FRAG_CONFIGS
+
+    assert FRAG_CONFIGS["f2w4d2"].w2sum_prefetch and FRAG_CONFIGS["f1w8p"].w2sum_prefetch
+    assert not FRAG_CONFIGS["f1w8"].w2sum_prefetch

@@ -265,7 +265,7 @@ def compile_variant(variant: str, cfg, cc: int) -> dict:
     elif v.kernel == "frag" and "TOPK" in ce:
         from ..kernels.moe_frag import moe_w4a16_frag_w2sum_kernel as fn
 
-        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, PREFETCH=bool(cfg.PREFETCH or cfg.PING))
+        ce.update(TILES=cfg.TILES, WARPS=cfg.num_warps, PREFETCH=cfg.w2sum_prefetch)
         if cfg.PING:
             ce["PING"] = cfg.PING
         ptrs = {"a_ptr": "*i64", "q_ptr": "*i32", "s_ptr": "*i16", "alpha_ptr": "*fp32", "out_ptr": "*bf16",

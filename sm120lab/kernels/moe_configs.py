@@ -119,6 +119,12 @@ class FragConfig:
         """Slots per sorted block (``moe_sort`` block size)."""
         return 8 * self.CG if self.CG else 8
 
+    @property
+    def w2sum_prefetch(self) -> bool:
+        """``PREFETCH`` of the w2+sum kernel for this tile: a ``PING`` chunk carries its activations and factor, so
+        ``PING`` implies it (the one place this rule is written; the launcher refuses ``ping`` without it)."""
+        return bool(self.PREFETCH or self.PING)
+
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -606,17 +606,20 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
 
 def launch_frag_w2_sum(inter: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, topk_ids: torch.Tensor, *,
                        tiles: int, warps: int, prefetch: bool = False, ping: int = 0) -> None:
-    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`, its ``PREFETCH`` = ``prefetch`` or ``ping``,
-    ``PING`` = ``ping``): inter bf16 [T*k, I] -> out [T, H]."""
+    """w2 plus the k-sum (:func:`moe_w4a16_frag_w2sum_kernel`, its ``PREFETCH`` = ``prefetch``, ``PING`` = ``ping``;
+    a tile's pair is ``FragConfig.w2sum_prefetch`` and ``FragConfig.PING``): inter bf16 [T*k, I] -> out [T, H]."""
     e, n, k = w.shape
     t, topk = topk_ids.shape
     if inter.dtype != torch.bfloat16 or inter.shape != (t * topk, k) or inter.stride(1) != 1 or inter.stride(0) % 4:
         raise ValueError(f"inter must be bf16 [T*k={t * topk}, I={k}], got {inter.dtype} {tuple(inter.shape)}")
     if ping not in (0, 2, 4):
         raise ValueError(f"ping must be 0, 2 or 4, got {ping}")
+    if ping and not prefetch:
+        raise ValueError("ping needs prefetch=True: a PING chunk carries its activations and factor "
+                         "(FragConfig.w2sum_prefetch)")
     grid = (triton.cdiv(n, 16 * tiles), t)
     moe_w4a16_frag_w2sum_kernel[grid](
         inter.view(torch.int64), w.frag_words, w.frag_scales, w.frag_alpha, out, topk_w, topk_ids,
         n, k // 64, inter.stride(0) // 4, w.frag_words.stride(0), w.frag_scales.stride(0), out.stride(0), e,
-        TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=bool(prefetch or ping), num_warps=warps, num_stages=1,
+        TOPK=topk, TILES=tiles, WARPS=warps, PREFETCH=bool(prefetch), num_warps=warps, num_stages=1,
         **({"PING": ping} if ping else {}))

@@ -345,7 +345,7 @@ def _moe_frag(hidden, ids, tw, packed: PackedMoEWeights, plan: MoEPlan, out, _po
                              f"{out.dtype} {tuple(out.shape)}")
         res = out if out is not None else torch.empty(t, h, dtype=torch.bfloat16, device=dev)
         launch_frag_w2_sum(inter_buf, packed.w2, res, twf, ids, tiles=cfg2.TILES, warps=cfg2.num_warps,
-                           prefetch=cfg2.PREFETCH, ping=cfg2.PING)
+                           prefetch=cfg2.w2sum_prefetch, ping=cfg2.PING)
         return res
     launch_frag(inter_buf, packed.w2, out_slots, twf, expert_ids, slot_ids, num_slots=s, a_row_div=1, fuse_silu=False,
                 mul_routing=True, sorted_cols=cfg2.SORTED, tiles=cfg2.TILES, warps=cfg2.num_warps, cg=cfg2.CG,
