@@ -174,6 +174,12 @@ GOOD_ENTRY = {"E": 8, "N": 64, "K": 128, "top_k": 2, "T": 4, "path": "mma", "w13
     ({"w13": "nope"}, "w13: unknown mma tile 'nope'"),
     ({"w2": ["x"]}, "w2: expected a mma tile name"),
     ({"w2": "f2w4"}, "w2: unknown mma tile 'f2w4'"),
+    # tiles that exist but do not pair: refused at load, not at plan time
+    ({"w2": "m32n64k128w4s3"}, "w13/w2: MMA tiles must share BLOCK_M, got m16n64k128w4s4 and m32n64k128w4s3"),
+    ({"path": "frag", "w13": "f1w8", "w2": "f1w8"}, "w13/w2: the w13 fragment tile needs an even TILES"),
+    ({"path": "frag", "w13": "f2w4", "w2": "f2w4b"}, "w13/w2: f2w4b: SHARE_B is not an option of the unsorted w2"),
+    ({"path": "frag", "w13": "f2w2oc2b", "w2": "f2w2o"}, "w13/w2: fragment tiles must agree on SORTED and the block"),
+    ({"path": "decode", "w13": "d8x64w2s1", "w2": "d16x64w4s1o"}, "w13/w2: decode tiles must agree on SORTED"),
 ])
 def test_tile_table_entries_are_checked_one_by_one_at_load(tmp_path, change, needle):
     from sm120lab.kernels.plan import TileTable

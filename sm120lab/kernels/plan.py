@@ -419,7 +419,8 @@ def entry_problem(e: object) -> str | None:
     """What is wrong with one tile-table entry (``"T: expected a positive integer, got 0"``), or None.
 
     An entry needs positive integers E, N, K, top_k (<= E) and T, a ``path`` of :class:`Path` and
-    ``w13``/``w2`` tiles of that path (:func:`config_by_name`); other keys (``us``, ``date``...) are free.
+    ``w13``/``w2`` tiles of that path (:func:`config_by_name`) that pair (:func:`tile_pair_problem`); other keys
+    (``us``, ``date``...) are free.
     """
     if not isinstance(e, dict):
         return f"expected an object with E, N, K, top_k, T, path, w13, w2, got {type(e).__name__}"
@@ -433,15 +434,17 @@ def entry_problem(e: object) -> str | None:
         path = Path(e.get("path"))
     except ValueError:
         return f"path: expected one of {', '.join(p.value for p in Path)}, got {e.get('path')!r}"
+    tiles = []
     for role in ("w13", "w2"):
         name = e.get(role)
         if not isinstance(name, str):
             return f"{role}: expected a {path.value} tile name, got {name!r}"
         try:
-            config_by_name(path, name)
+            tiles.append(config_by_name(path, name))
         except KeyError as exc:
             return f"{role}: {exc.args[0]}"
-    return None
+    problem = tile_pair_problem(path, *tiles)
+    return f"w13/w2: {problem}" if problem else None
 
 
 def _entry_shape(e: dict) -> MoEShape:
@@ -537,6 +540,28 @@ def _path_of(cfg: Config) -> Path:
     return Path.FRAG if isinstance(cfg, FragConfig) else Path.DECODE if isinstance(cfg, DecodeConfig) else Path.MMA
 
 
+def tile_pair_problem(path: Path, w13: Config, w2: Config) -> str | None:
+    """What is wrong with ``path``'s (w13, w2) tile pair whatever the shape and the GPU, or None: each tile of the
+    path; fragment w13 an even ``TILES`` (gate and up tiles), no ``SHARE_B`` on an unsorted w2 (the w2+sum kernel
+    has none), both sorted or both not, one block size; decode both sorted or both not; MMA one ``BLOCK_M``."""
+    for role, c in (("w13", w13), ("w2", w2)):
+        if _path_of(c) is not path:
+            return f"{role} tile {c.name} is not a {path.value} tile"
+    if path is Path.FRAG:
+        if w13.TILES % 2:
+            return f"the w13 fragment tile needs an even TILES (gate and up tiles), got {w13.name}"
+        if not w2.SORTED and w2.SHARE_B:
+            return f"{w2.name}: SHARE_B is not an option of the unsorted w2 (the w2+sum kernel)"
+        if w13.SORTED != w2.SORTED or w13.block_m != w2.block_m:
+            return f"fragment tiles must agree on SORTED and the block size, got {w13.name} and {w2.name}"
+    elif path is Path.DECODE:
+        if w13.SORTED != w2.SORTED:
+            return f"decode tiles must agree on SORTED, got {w13.name} and {w2.name}"
+    elif w13.BLOCK_M != w2.BLOCK_M:
+        return f"MMA tiles must share BLOCK_M, got {w13.name} and {w2.name}"
+    return None
+
+
 def _validate(path: Path, w13: Config, w2: Config, shape: MoEShape, target: Target) -> None:
     for role, c in (("w13", w13), ("w2", w2)):
         if _path_of(c) is not path:
@@ -544,20 +569,11 @@ def _validate(path: Path, w13: Config, w2: Config, shape: MoEShape, target: Targ
     if not target.allows(path):
         raise ValueError(f"path {path.value} needs sm_90+ (not interpreted), target is {target.arch}"
                          + (" under the interpreter" if target.interpret else ""))
-    if path is Path.FRAG:
-        if not shape.frag_ok:
-            raise ValueError(f"the fragment path needs N and K multiples of 64, got {shape.key}")
-        if w13.TILES % 2:
-            raise ValueError(f"the w13 fragment tile needs an even TILES (gate and up tiles), got {w13.name}")
-        if not w2.SORTED and w2.SHARE_B:
-            raise ValueError(f"{w2.name}: SHARE_B is not an option of the unsorted w2 (the w2+sum kernel)")
-        if w13.SORTED != w2.SORTED or w13.block_m != w2.block_m:
-            raise ValueError(f"fragment tiles must agree on SORTED and the block size, got {w13.name} and {w2.name}")
-    elif path is Path.DECODE:
-        if w13.SORTED != w2.SORTED:
-            raise ValueError(f"decode tiles must agree on SORTED, got {w13.name} and {w2.name}")
-    elif w13.BLOCK_M != w2.BLOCK_M:
-        raise ValueError(f"MMA tiles must share BLOCK_M, got {w13.name} and {w2.name}")
+    if path is Path.FRAG and not shape.frag_ok:
+        raise ValueError(f"the fragment path needs N and K multiples of 64, got {shape.key}")
+    problem = tile_pair_problem(path, w13, w2)
+    if problem:
+        raise ValueError(problem)
 
 
 def plan_moe(shape: MoEShape, tokens: int, *, device=None, target: Target | None = None, mode: str = "w4a16",
