@@ -18,6 +18,12 @@
 #   stage files  carry .vllm-parts/part02: the cache rebuilt as in bench, then scripts/h200_plan_run.py: every preset
 #                and two shapes of no preset, planned from data/tiles/h200.json, with Marlin, torch bf16 / FP8
 #                grouped and the peer (a skip row with its reason where triton_kernels does not import)
+#   stage widetest  the GPU kernel tests of the fourteenth round's tiles (f4w2oc2b, f2w2oc4b, f4w2oc4b), then memcheck over
+#                their expert-id tests
+#   stage widencu   ncu (speed of light, memory, occupancy, warp state) over scripts/wide_b_probe.py --once at WIDE_NCU_T
+#                (default 1024), qwen3.5-397b-a17b and gpt-oss-120b: the details page as CSV
+#   stage wide   carry the last part: the cache rebuilt, then scripts/wide_b_probe.py (every preset and two shapes of no
+#                preset, T = 256, 1024, 4096: the table's plan, f2w2oc2b, the new tiles' pairings, vLLM's Marlin)
 # Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -98,6 +104,40 @@ share)
     ${SHARE_PRESETS:+--presets $SHARE_PRESETS} ${SHARE_TOKENS:+--tokens $SHARE_TOKENS} \
     ${SHARE_LAYER_TOKENS:+--layer-tokens $SHARE_LAYER_TOKENS} > "$OUT/share_log.txt" 2>&1
   echo "share probe exit $?"; tail -3 "$OUT/share_log.txt" | cut -c1-300
+  ;;
+widetest)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  timeout 290 python3 -m pytest -p no:cacheprovider -m gpu -q -rA tests/gpu/test_moe_kernels_gpu.py \
+    -k "f4w2oc2b or oc4b" > "$OUT/gpu_tests_wide.txt" 2>&1
+  echo "gpu tests (wide SHARE_B tiles) exit $?"; tail -3 "$OUT/gpu_tests_wide.txt"
+  timeout 150 compute-sanitizer --tool memcheck --target-processes all python3 -m pytest -p no:cacheprovider -m gpu -q \
+    tests/gpu/test_moe_kernels_gpu.py -k "(f4w2oc2b or oc4b) and (out_of_range or masks_and_counts)" \
+    > "$OUT/memcheck_wide.txt" 2>&1
+  echo "memcheck (wide SHARE_B tiles) exit $?"; tail -4 "$OUT/memcheck_wide.txt"
+  ;;
+widencu)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  for m in ${MODELS:-qwen3.5-397b-a17b gpt-oss-120b}; do
+    timeout ${NCU_TIMEOUT:-200} ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section Occupancy --section LaunchStats --section WarpStateStats -k regex:moe_w4a16_frag_kernel -f \
+      -o "$OUT/wide_$m" python3 scripts/wide_b_probe.py "$OUT/wide_once_$m.jsonl" --presets $m --shapes "" \
+      --tokens ${WIDE_NCU_T:-1024} --once > "$OUT/wide_ncu_log_$m.txt" 2>&1
+    echo "$m ncu exit $?"; tail -2 "$OUT/wide_ncu_log_$m.txt"
+    ncu -i "$OUT/wide_$m.ncu-rep" --page details --csv > "$OUT/wide_details_$m.csv" 2>&1
+    xz -T0 -6 "$OUT/wide_details_$m.csv"; rm -f "$OUT/wide_$m.ncu-rep"
+  done
+  ;;
+wide)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+  echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
+  [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  timeout ${WIDE_TIMEOUT:-540} python3 scripts/wide_b_probe.py "$OUT/wide_b_probe.jsonl" \
+    ${WIDE_PRESETS:+--presets $WIDE_PRESETS} ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} > "$OUT/wide_log.txt" 2>&1
+  echo "wide probe exit $?"; grep -c '"layer"' "$OUT/wide_b_probe.jsonl"
   ;;
 files)
   env_line | tee "$OUT/env.txt"

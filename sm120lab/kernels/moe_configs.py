@@ -112,7 +112,7 @@ class FragConfig:
     num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
     PREFETCH: bool = False  # w2+sum only: the chunk in flight also carries its activations and expert factor
     PING: int = 0  # 2 or 4: chunks per loop step in their own registers, no loop-carried copy (w2+sum: with PREFETCH)
-    SHARE_B: bool = False  # TILES = 2, PING = 0: both tiles multiply one activation load per lane (inside the MMA asm)
+    SHARE_B: bool = False  # TILES = 2 or 4, PING = 0: every tile multiplies one activation load per lane (inside the MMA asm)
 
     @property
     def block_m(self) -> int:
@@ -144,6 +144,9 @@ FRAG_CONFIGS: dict[str, FragConfig] = {c.name: c for c in (
     FragConfig(1, 8, PREFETCH=True, PING=4), FragConfig(2, 2, SORTED=True, PING=2), FragConfig(2, 2, SORTED=True, PING=4),
     FragConfig(2, 4, SHARE_B=True), FragConfig(2, 2, SORTED=True, SHARE_B=True),
     FragConfig(2, 2, SORTED=True, CG=2, SHARE_B=True),
+    # fourteenth round: SHARE_B on four tiles (one activation load feeds 16 MMAs) and on the 32-slot tile
+    FragConfig(4, 2, SORTED=True, CG=2, SHARE_B=True), FragConfig(2, 2, SORTED=True, CG=4, SHARE_B=True),
+    FragConfig(4, 2, SORTED=True, CG=4, SHARE_B=True),
 )}
 
 def pick_frag_configs(num_slots: int, num_experts: int = 512, top_k: int = 10, hidden: int = 4096,

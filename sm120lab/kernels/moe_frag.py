@@ -109,28 +109,32 @@ def _mma4_asm() -> str:
     return "\n{\n.reg .b32 b0, b1;\n" + body + "}\n"
 
 
-def _mma8_ld_asm() -> str:
-    """Two weight tiles' 4 MMAs each (pack 8: elements 0-3 tile 0, 4-7 tile 1; dequantized A in ``$8..$39``, register
-    r of element e in ``$(8 + 8r + e)``) on ONE load of the lane's activations: 32 bytes at the address of element
-    0 (``$40``), zeros where element 0's mask (``$48``) is 0; accumulators in ``$56..$63``, out ``$0..$7``."""
-    body = ("setp.ne.b32 p, $48, 0;\n"
+def _mma_ld_asm(tiles: int = 2) -> str:
+    """``tiles`` weight tiles' 4 MMAs each (pack ``P = 4 * tiles``: elements ``4u..4u+3`` are tile u's words;
+    dequantized A in ``$P..$5P-1``, register r of element e in ``$(P + P r + e)``) on ONE load of the lane's
+    activations: 32 bytes at the address of element 0 (``$5P``), zeros where element 0's mask (``$6P``) is 0;
+    accumulators in ``$7P..$8P-1``, out ``$0..$P-1``. The lane's 8 activation words are the B operands of its 4
+    MMAs, whichever weight tile they multiply, so one load serves every tile."""
+    p = 4 * tiles
+    body = (f"setp.ne.b32 p, ${6 * p}, 0;\n"
             "mov.b32 x0, 0; mov.b32 x1, 0; mov.b32 x2, 0; mov.b32 x3, 0;\n"
             "mov.b32 x4, 0; mov.b32 x5, 0; mov.b32 x6, 0; mov.b32 x7, 0;\n"
-            "@p ld.global.v4.b32 {x0, x1, x2, x3}, [$40];\n"
-            "@p ld.global.v4.b32 {x4, x5, x6, x7}, [$40+16];\n")
-    for u in range(2):
+            f"@p ld.global.v4.b32 {{x0, x1, x2, x3}}, [${5 * p}];\n"
+            f"@p ld.global.v4.b32 {{x4, x5, x6, x7}}, [${5 * p}+16];\n")
+    for u in range(tiles):
         for j in range(4):
-            cin = ", ".join(f"${56 + 4 * u + i}" for i in range(4)) if j == 0 else ", ".join(
+            cin = ", ".join(f"${7 * p + 4 * u + i}" for i in range(4)) if j == 0 else ", ".join(
                 f"${4 * u + i}" for i in range(4))
             e = 4 * u + j
             body += ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {" + ", ".join(f"${4 * u + i}" for i in range(4))
-                     + "}, {" + ", ".join(f"${8 + 8 * r + e}" for r in range(4)) + f"}}, {{x{2 * j}, x{2 * j + 1}}}, {{{cin}}};\n")
+                     + "}, {" + ", ".join(f"${p + p * r + e}" for r in range(4)) + f"}}, {{x{2 * j}, x{2 * j + 1}}}, {{{cin}}};\n")
     return "\n{\n.reg .pred p;\n.reg .b32 x0, x1, x2, x3, x4, x5, x6, x7;\n" + body + "}\n"
 
 
 _DEQUANT_ASM = tl.constexpr(_dequant_asm())
 _MMA4_ASM = tl.constexpr(_mma4_asm())
-_MMA8_LD_ASM = tl.constexpr(_mma8_ld_asm())
+_MMA8_LD_ASM = tl.constexpr(_mma_ld_asm(2))
+_MMA16_LD_ASM = tl.constexpr(_mma_ld_asm(4))
 
 
 @triton.jit
@@ -151,10 +155,27 @@ def _frag_mma_regs(r0, r1, r2, r3, b, c):
 @triton.jit
 def _frag_mma_ld2(r0, r1, r2, r3, a, ok, c):
     """Two tiles (``TILES`` = 2) x 4 mma.m16n8k16 on dequantized A registers, their activations loaded once per lane
-    inside the asm (:func:`_mma8_ld_asm`): ``a`` the int64 addresses of the activations, ``ok`` their int32 masks
+    inside the asm (:func:`_mma_ld_asm`): ``a`` the int64 addresses of the activations, ``ok`` their int32 masks
     (only element 0 of each 8 is read)."""
     return tl.inline_asm_elementwise(_MMA8_LD_ASM, "=f," * 8 + "r," * 32 + "l," * 8 + "r," * 8 + "f," * 7 + "f",
                                      [r0, r1, r2, r3, a, ok, c], dtype=tl.float32, is_pure=True, pack=8)
+
+
+@triton.jit
+def _frag_mma_ld4(r0, r1, r2, r3, a, ok, c):
+    """:func:`_frag_mma_ld2` for four tiles (``TILES`` = 4, pack 16): 16 MMAs on one activation load per lane."""
+    return tl.inline_asm_elementwise(_MMA16_LD_ASM, "=f," * 16 + "r," * 64 + "l," * 16 + "r," * 16 + "f," * 15 + "f",
+                                     [r0, r1, r2, r3, a, ok, c], dtype=tl.float32, is_pure=True, pack=16)
+
+
+@triton.jit
+def _frag_mma_ld(r0, r1, r2, r3, a, ok, c, TILES: tl.constexpr):
+    """``SHARE_B``: every weight tile of the lane multiplies one load of its activations (``TILES`` 2 or 4)."""
+    tl.static_assert(TILES == 2 or TILES == 4, "SHARE_B: two or four weight tiles")
+    if TILES == 2:
+        return _frag_mma_ld2(r0, r1, r2, r3, a, ok, c)
+    else:
+        return _frag_mma_ld4(r0, r1, r2, r3, a, ok, c)
 
 
 @triton.jit
@@ -360,17 +381,16 @@ def moe_w4a16_frag_kernel(
             sg, sg8 = _frag_scales(sc)
             r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
             if SHARE_B:  # one activation load per lane for both tiles, inside the MMA asm
-                tl.static_assert(TILES == 2, "SHARE_B: two weight tiles")
-                c0 = _frag_mma_ld2(r0, r1, r2, r3, (a0 + kc * 16).to(tl.int64, bitcast=True),
-                                   (ok0 & kin).to(tl.int32), c0)
+                c0 = _frag_mma_ld(r0, r1, r2, r3, (a0 + kc * 16).to(tl.int64, bitcast=True),
+                                  (ok0 & kin).to(tl.int32), c0, TILES)
                 if CG > 1:
-                    c1 = _frag_mma_ld2(r0, r1, r2, r3, (a1 + kc * 16).to(tl.int64, bitcast=True),
-                                       (ok1 & kin).to(tl.int32), c1)
+                    c1 = _frag_mma_ld(r0, r1, r2, r3, (a1 + kc * 16).to(tl.int64, bitcast=True),
+                                      (ok1 & kin).to(tl.int32), c1, TILES)
                 if CG > 2:
-                    c2 = _frag_mma_ld2(r0, r1, r2, r3, (a2 + kc * 16).to(tl.int64, bitcast=True),
-                                       (ok2 & kin).to(tl.int32), c2)
-                    c3 = _frag_mma_ld2(r0, r1, r2, r3, (a3 + kc * 16).to(tl.int64, bitcast=True),
-                                       (ok3 & kin).to(tl.int32), c3)
+                    c2 = _frag_mma_ld(r0, r1, r2, r3, (a2 + kc * 16).to(tl.int64, bitcast=True),
+                                      (ok2 & kin).to(tl.int32), c2, TILES)
+                    c3 = _frag_mma_ld(r0, r1, r2, r3, (a3 + kc * 16).to(tl.int64, bitcast=True),
+                                      (ok3 & kin).to(tl.int32), c3, TILES)
             else:
                 c0 = _frag_mma_regs(r0, r1, r2, r3, tl.load(a0 + kc * 16, mask=ok0 & kin, other=0), c0)
                 if CG > 1:
@@ -575,7 +595,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
             (None: :func:`.id_errors.id_error_counter` of the device).
         ping: 0, or 2 / 4 chunks per loop step (:func:`moe_w4a16_frag_kernel`'s ``PING``).
-        share_b: two tiles (``tiles`` = 2, ``ping`` = 0) share one activation load per lane (``SHARE_B``).
+        share_b: the program's tiles (``tiles`` = 2 or 4, ``ping`` = 0) share one activation load per lane
+            (``SHARE_B``).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -597,8 +618,11 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         raise ValueError("cg > 0 needs sorted columns (moe_sort blocks of 8 * cg)")
     if ping not in (0, 2, 4):
         raise ValueError(f"ping must be 0, 2 or 4, got {ping}")
-    if share_b and (tiles != 2 or ping):
-        raise ValueError(f"share_b needs tiles=2 and ping=0, got tiles={tiles}, ping={ping}")
+    if n_out % (16 * out_t):
+        raise ValueError(f"tiles={tiles}: the {'w13 intermediate' if fuse_silu else 'output'} size {n_out} must be a "
+                         f"multiple of {16 * out_t} (16 rows per output tile)")
+    if share_b and (tiles not in (2, 4) or ping):
+        raise ValueError(f"share_b needs tiles=2 or 4 and ping=0, got tiles={tiles}, ping={ping}")
     moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
                                 OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1,
                                 **({"PING": ping} if ping else {}), **({"SHARE_B": True} if share_b else {}))
