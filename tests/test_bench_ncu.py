@@ -53,3 +53,24 @@ def test_a_file_without_the_header_is_refused(tmp_path):
     f.write_text("==PROF== nothing\n")
     with pytest.raises(ValueError, match="no ncu --csv --page details header"):
         ncu.read_details(f)
+
+
+def test_durations_follow_each_rows_unit(tmp_path):
+    """ncu picks ns, us or ms per kernel (no --print-units base): one report mixes them, and each is read in us."""
+    import lzma
+
+    src = data_dir() / "profiles" / "ncu_h100_2026-12-06_source_T256_1024" / "deep_details_qwen3.5-397b-a17b.csv.xz"
+    text = lzma.open(src, "rt").read()
+    assert '"Duration","ms"' in text and '"Duration","us"' in text
+    kernels = ncu.read_details(src)
+    durations = [k["duration_us"] for k in kernels]
+    # T = 256 and 1024 layer kernels on an H100: every one between 1 us and 10 ms, none read as ms-in-us
+    assert all(1.0 <= d <= 1e4 for d in durations), durations
+    assert max(durations) > 1000.0  # the T = 1024 fragment kernels run above 1 ms: their "ms" rows were scaled
+    f = tmp_path / "bad.csv"
+    f.write_text('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+                 '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+                 '"0","1","p","h","k","1","7","(64, 1, 1)","(1, 1, 1)","0","9.0","GPU Speed Of Light Throughput",'
+                 '"Duration","cycle","12"\n')
+    with pytest.raises(ValueError, match="Duration has unit 'cycle'"):
+        ncu.read_details(f)

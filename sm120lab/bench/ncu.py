@@ -26,7 +26,7 @@ MARKER = "spin_kernel"
 SOL_PCT = 60.0  # ncu's SpeedOfLight rule: below 60 % of peak on both axes reads as latency-bound
 
 _KEEP = {
-    "Duration": ("duration_us", 1e-3),
+    "Duration": ("duration_us", None),  # scaled by its own unit (ncu picks ns, us, ms or s per row): _TIME_TO_US
     "DRAM Throughput": ("dram_pct", 1.0),
     "Compute (SM) Throughput": ("sm_pct", 1.0),
     "Achieved Occupancy": ("achieved_occupancy_pct", 1.0),
@@ -40,6 +40,10 @@ _KEEP = {
 }
 
 
+_TIME_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6,
+               "second": 1e6}
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text.replace(",", ""))
@@ -50,8 +54,12 @@ def _num(text: str) -> float | None:
 def read_details(path: str | Path) -> list[dict]:
     """Kernels in launch order (``path`` may be xz-compressed, ``.csv.xz``): ``{"id", "name", "block", "grid", <_KEEP fields>, "limiter", "stall"}``.
 
+    Durations are converted to us from each row's own unit: ncu prints ns, us or ms per kernel unless run with
+    ``--print-units base``, so one report can mix them.
+
     Raises:
-        ValueError: no ``"ID",...`` header in the file (not an ``ncu --csv --page details`` report).
+        ValueError: no ``"ID",...`` header in the file (not an ``ncu --csv --page details`` report), or a
+            duration in a unit other than ns, us, ms or s.
     """
     path = Path(path)
     if path.suffix == ".xz":
@@ -70,8 +78,15 @@ def read_details(path: str | Path) -> list[dict]:
         field = _KEEP.get(r["Metric Name"])
         if field and r["Section Name"] != "Memory Workload Analysis":
             v = _num(r["Metric Value"])
+            scale = field[1]
+            if scale is None:
+                unit = (r.get("Metric Unit") or "").strip()
+                if unit not in _TIME_TO_US:
+                    raise ValueError(f"{path}: kernel {r['ID']} {r['Metric Name']} has unit {unit!r}; expected one of "
+                                     f"{', '.join(_TIME_TO_US)}")
+                scale = _TIME_TO_US[unit]
             if v is not None:
-                k[field[0]] = v * field[1]
+                k[field[0]] = v * scale
         desc = r.get("Rule Description") or ""
         if r.get("Rule Name") == "TheoreticalOccupancy" and "limited by" in desc:
             k["limiter"] = desc.split("limited by", 1)[1].strip().rstrip(".")
