@@ -22,8 +22,9 @@
 #                their expert-id tests
 #   stage widencu   ncu (speed of light, memory, occupancy, warp state) over scripts/wide_b_probe.py --once at WIDE_NCU_T
 #                (default 1024), qwen3.5-397b-a17b and gpt-oss-120b: the details page as CSV
-#   stage wide   carry the last part: the cache rebuilt, then scripts/wide_b_probe.py (every preset and two shapes of no
-#                preset, T = 256, 1024, 4096: the table's plan, f2w2oc2b, the new tiles' pairings, vLLM's Marlin)
+#   stage wide   carry the last part: the cache rebuilt (once per warm machine), then scripts/wide_b_probe.py (every
+#                preset and two shapes of no preset, T = 256, 1024, 4096: the table's plan, f2w2oc2b, the new tiles'
+#                pairings, vLLM's Marlin; WIDE_PRESETS, WIDE_SHAPES (empty: none) and WIDE_TOKENS narrow it)
 # Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -132,11 +133,14 @@ widencu)
 wide)
   [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
   env_line | tee "$OUT/env.txt"
-  python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
-  echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
+  if [ ! -d /root/vllm-cache ]; then
+    python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+    echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
+  fi
   [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
   timeout ${WIDE_TIMEOUT:-540} python3 scripts/wide_b_probe.py "$OUT/wide_b_probe.jsonl" \
-    ${WIDE_PRESETS:+--presets $WIDE_PRESETS} ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} > "$OUT/wide_log.txt" 2>&1
+    ${WIDE_PRESETS+--presets "$WIDE_PRESETS"} ${WIDE_SHAPES+--shapes "$WIDE_SHAPES"} \
+    ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} > "$OUT/wide_log.txt" 2>&1
   echo "wide probe exit $?"; grep -c '"layer"' "$OUT/wide_b_probe.jsonl"
   ;;
 files)
