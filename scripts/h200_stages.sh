@@ -24,7 +24,7 @@
 #                (default 1024), qwen3.5-397b-a17b and gpt-oss-120b: the details page as CSV
 #   stage wide   carry the last part: the cache rebuilt (once per warm machine), then scripts/wide_b_probe.py (every
 #                preset and two shapes of no preset, T = 256, 1024, 4096: the table's plan, f2w2oc2b, the new tiles'
-#                pairings, vLLM's Marlin; WIDE_PRESETS, WIDE_SHAPES (empty: none) and WIDE_TOKENS narrow it)
+#                pairings, vLLM's Marlin; WIDE_PRESETS, WIDE_SHAPES (empty: none), WIDE_TOKENS and WIDE_PAIRS narrow it)
 # Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -140,7 +140,7 @@ wide)
   [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
   timeout ${WIDE_TIMEOUT:-540} python3 scripts/wide_b_probe.py "$OUT/wide_b_probe.jsonl" \
     ${WIDE_PRESETS+--presets "$WIDE_PRESETS"} ${WIDE_SHAPES+--shapes "$WIDE_SHAPES"} \
-    ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} > "$OUT/wide_log.txt" 2>&1
+    ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} ${WIDE_PAIRS:+--pairs $WIDE_PAIRS} > "$OUT/wide_log.txt" 2>&1
   echo "wide probe exit $?"; grep -c '"layer"' "$OUT/wide_b_probe.jsonl"
   ;;
 files)

@@ -54,7 +54,12 @@ def main() -> int:
     p.add_argument("--tiles", default="data/tiles/h200.json")
     p.add_argument("--seed", type=int, default=5, help="weights' seed; the inputs' generator takes seed + 1")
     p.add_argument("--once", action="store_true", help="run each plan once, untimed (under ncu)")
+    p.add_argument("--pairs", default=",".join(f"{a}:{b}" for a, b in PAIRS),
+                   help="w13:w2 pairings to time (default: all of PAIRS; the base pair must be among them)")
     args = p.parse_args()
+    pairs = [tuple(x.split(":")) for x in args.pairs.split(",") if x]
+    if (BASE, BASE) not in pairs or any(len(x) != 2 or not set(x) <= set(FRAG_CONFIGS) for x in pairs):
+        p.error(f"--pairs: expected w13:w2 names from FRAG_CONFIGS, comma-separated, including {BASE}:{BASE}")
     emit, copy, t0 = open_record("wide_b_probe.py", args)
     shapes = {n: (PRESETS[n].E, PRESETS[n].k, PRESETS[n].H, PRESETS[n].I) for n in args.presets.split(",") if n}
     for s in (x for x in args.shapes.split(";") if x):
@@ -70,7 +75,7 @@ def main() -> int:
             head = {"preset": name, "T": t, "active_experts": case["n_active"]}
             plans = [("table", plan_moe(shape, t, device="cuda", table=table))]
             plans += [(f"{a}+{b}", plan_moe(shape, t, device="cuda", tiles=(FRAG_CONFIGS[a], FRAG_CONFIGS[b])))
-                      for a, b in PAIRS]
+                      for a, b in pairs]
             ref = None if args.once else moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
             base = None
             for label, plan in plans:
