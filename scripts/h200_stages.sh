@@ -36,6 +36,14 @@ ls "$VP"
 stage=$1; shift
 env_line() { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader;
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"; git log -1 --format=%H 2>/dev/null || true; }
+# vLLM 0.26.0's wheel cache from the carried parts, built once per warm machine, then used where it exists
+vcache() {
+  if [ ! -d /root/vllm-cache ]; then
+    python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
+    echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
+  fi
+  [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
+}
 case $stage in
 gpu)
   [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
@@ -98,9 +106,7 @@ pingtest)
 share)
   [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
   env_line | tee "$OUT/env.txt"
-  [ -d /root/vllm-cache ] || [ ! -d "$VP/part02" ] || python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* \
-    --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
-  [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  [ -d "$VP/part02" ] && vcache
   timeout ${SHARE_TIMEOUT:-500} python3 scripts/share_b_probe.py "$OUT/share_b_probe.jsonl" \
     ${SHARE_PRESETS:+--presets $SHARE_PRESETS} ${SHARE_TOKENS:+--tokens $SHARE_TOKENS} \
     ${SHARE_LAYER_TOKENS:+--layer-tokens $SHARE_LAYER_TOKENS} > "$OUT/share_log.txt" 2>&1
@@ -133,11 +139,7 @@ widencu)
 wide)
   [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
   env_line | tee "$OUT/env.txt"
-  if [ ! -d /root/vllm-cache ]; then
-    python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
-    echo "vllm cache exit $?"; tail -2 "$OUT/vcache.txt"
-  fi
-  [ -d /root/vllm-cache ] && export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  vcache
   timeout ${WIDE_TIMEOUT:-540} python3 scripts/wide_b_probe.py "$OUT/wide_b_probe.jsonl" \
     ${WIDE_PRESETS+--presets "$WIDE_PRESETS"} ${WIDE_SHAPES+--shapes "$WIDE_SHAPES"} \
     ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} ${WIDE_PAIRS:+--pairs $WIDE_PAIRS} > "$OUT/wide_log.txt" 2>&1
@@ -145,8 +147,7 @@ wide)
   ;;
 files)
   env_line | tee "$OUT/env.txt"
-  [ -d /root/vllm-cache ] || python3 -m sm120lab upstream vllm-cache 0.26.0 --from-parts "$VP"/part* --dest /root/vllm-cache > "$OUT/vcache.txt" 2>&1
-  export SM120LAB_VLLM_CACHE=/root/vllm-cache
+  vcache
   timeout ${FILES_TIMEOUT:-560} python3 scripts/h200_plan_run.py --out-dir "$OUT" --budget-s ${BUDGET:-480} --tag ${TAG:-files} \
     --contenders triton-w4a16,vllm-marlin,torch-bf16-grouped,torch-fp8-grouped,oai-matmul-ogs-mxfp4 \
     --shape 7168,2048,256,8 --shape 5120,1536,160,8 > "$OUT/files_stdout.txt" 2>&1

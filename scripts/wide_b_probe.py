@@ -60,6 +60,7 @@ def main() -> int:
     pairs = [tuple(x.split(":")) for x in args.pairs.split(",") if x]
     if (BASE, BASE) not in pairs or any(len(x) != 2 or not set(x) <= set(FRAG_CONFIGS) for x in pairs):
         p.error(f"--pairs: expected w13:w2 names from FRAG_CONFIGS, comma-separated, including {BASE}:{BASE}")
+    pairs.sort(key=lambda x: x != (BASE, BASE))  # the base first: every later pair is bit-compared with it
     emit, copy, t0 = open_record("wide_b_probe.py", args)
     shapes = {n: (PRESETS[n].E, PRESETS[n].k, PRESETS[n].H, PRESETS[n].I) for n in args.presets.split(",") if n}
     for s in (x for x in args.shapes.split(";") if x):
