@@ -7,7 +7,7 @@ Usage on the device machine (repo root, no install needed):
 
 The peer (``oai-matmul-ogs-mxfp4``) runs where ``triton_kernels`` imports (put it on PYTHONPATH). Steps, each wrapped (a failure is logged and the run goes on): ``pytest -m gpu tests/gpu`` (log and a JSON
 summary with the environment and the command); for each preset ``run_moe_bench`` with ``--tune`` writing
-the tile table ``h200.json`` in the work folder and timing the plan read from it (rows carry
+the tile table ``<gpu>.json`` (``h200.json``, ``h100-80gb-hbm3.json``...) in the work folder and timing the plan read from it (rows carry
 ``plan.as_dict()``); then each ``--shape`` untuned, planned from that table (nearest key or formula).
 Everything lands in a work folder that is re-packed into ``$OUT/results.tar`` after every step (the device
 returns at most 8 files), plus ``$OUT/log.txt``. New T values / presets are not started after ``--budget-s``.
@@ -43,13 +43,15 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--contenders", default="triton-w4a16,torch-bf16-grouped,torch-fp8-grouped,oai-matmul-ogs-mxfp4")
     p.add_argument("--no-check", action="store_true", help="skip ours' checks (plans checked in an earlier call)")
+    p.add_argument("--work", default="plan_run",
+                   help="work folder (its tile table is reused: a later call on a warm machine goes on tuning it)")
     p.add_argument("--tag", default="", help="suffix of the output names (log, tar, each JSON), e.g. peer")
     args = p.parse_args()
     t_start = time.time()
     deadline = t_start + args.budget_s
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    work = Path("plan_run")  # in the repository copy on the device (relative: the recorded paths stay portable)
+    work = Path(args.work)  # default in the repository copy on the device (relative: the recorded paths stay portable)
     work.mkdir(parents=True, exist_ok=True)
     tag = f"_{args.tag}" if args.tag else ""
     log_path = out / f"log{tag}.txt"
@@ -73,14 +75,20 @@ def main() -> int:
 
     from sm120lab.cmdline import command_line
     from sm120lab.envinfo import collect
+    from sm120lab.kernels.plan import device_slug
 
     env = collect()
     cmd = command_line("scripts/h200_plan_run.py", sys.argv[1:])
     log(f"torch {torch.__version__} triton {triton.__version__} gpu {torch.cuda.get_device_name()} "
         f"cc {torch.cuda.get_device_capability()} driver {env['gpu'].get('driver')}; command: {cmd}")
-    tiles = work / "h200.json"
-    src = Path(args.tiles) if args.tiles else Path("data/tiles/h200.json")
+    slug = device_slug(torch.cuda.get_device_name())
+    tiles = work / f"{slug}.json"  # this GPU's table: another GPU's measurements are never written into it
+    src = Path(args.tiles) if args.tiles else Path(f"data/tiles/{slug}.json")
     if src.is_file() and not tiles.exists():
+        src_device = json.loads(src.read_text()).get("device")
+        if args.tune and src_device != slug:
+            raise SystemExit(f"--tiles: {src} holds {src_device!r} measurements; --tune on this {slug} writes "
+                             f"{slug}'s table (start from a {slug} table, or from none)")
         tiles.write_text(src.read_text())
         log(f"tile table: starting from {src}")
 

@@ -15,8 +15,11 @@
 #   stage share  scripts/share_b_probe.py (the two-tile fragment kernels with SHARE_B, one activation load per lane for
 #                both tiles, against the same tile without it: the layer at T = 256-4096 with vLLM's Marlin where the
 #                three parts came in earlier calls, then kernels alone, T = 1-4096, four presets)
+#   stage tune   scripts/h200_plan_run.py --tune (work folder /root/plan_run, kept while the machine is warm): each of
+#                TUNE_PRESETS tuned into this GPU's own table (<gpu>.json) and timed from it with Marlin, torch bf16 /
+#                FP8 grouped and the peer; then TUNE_SHAPES (default the two of no preset; empty: none) planned from it
 #   stage files  carry .vllm-parts/part02: the cache rebuilt as in bench, then scripts/h200_plan_run.py: every preset
-#                and two shapes of no preset, planned from data/tiles/h200.json, with Marlin, torch bf16 / FP8
+#                and two shapes of no preset, planned from this GPU's table data/tiles/<gpu>.json, with Marlin, torch bf16 / FP8
 #                grouped and the peer (a skip row with its reason where triton_kernels does not import)
 #   stage widetest  the GPU kernel tests of the fourteenth round's tiles (f4w2oc2b, f2w2oc4b, f4w2oc4b), then memcheck over
 #                their expert-id tests
@@ -144,6 +147,18 @@ wide)
     ${WIDE_PRESETS+--presets "$WIDE_PRESETS"} ${WIDE_SHAPES+--shapes "$WIDE_SHAPES"} \
     ${WIDE_TOKENS:+--tokens $WIDE_TOKENS} ${WIDE_PAIRS:+--pairs $WIDE_PAIRS} > "$OUT/wide_log.txt" 2>&1
   echo "wide probe exit $?"; grep -c '"layer"' "$OUT/wide_b_probe.jsonl"
+  ;;
+tune)
+  [ -d .whl_min ] && python3 scripts/install_wheelhouse.py .whl_min "$SITE" > "$OUT/install.txt" 2>&1
+  env_line | tee "$OUT/env.txt"
+  vcache
+  shapes=(); for s in ${TUNE_SHAPES-7168,2048,256,8 5120,1536,160,8}; do shapes+=(--shape "$s"); done
+  timeout ${TUNE_TIMEOUT:-570} python3 scripts/h200_plan_run.py --out-dir "$OUT" --work /root/plan_run --tune \
+    --budget-s ${BUDGET:-470} --tag ${TAG:-tune} --presets "${TUNE_PRESETS:-qwen3.5-397b-a17b,gpt-oss-120b,qwen3-235b-a22b,qwen3-next-80b-a3b}" \
+    --contenders triton-w4a16,vllm-marlin,torch-bf16-grouped,torch-fp8-grouped,oai-matmul-ogs-mxfp4 "${shapes[@]}" \
+    > "$OUT/tune_stdout.txt" 2>&1
+  echo "tune run exit $?"; grep -E "tuned:|checks_ok|CRASHED|skipped" "$OUT/tune_stdout.txt" | cut -c1-300 | tail -40
+  cp /root/plan_run/*.json "$OUT/" 2>/dev/null
   ;;
 files)
   env_line | tee "$OUT/env.txt"

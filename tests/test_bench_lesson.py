@@ -188,3 +188,20 @@ def test_profile_table_lists_each_kernel_and_the_gap():
     ours_t1 = tab[(tab["T"] == 1) & (tab["contender"] == "triton-w4a16") & (tab["kernel"] != "(gap)")]
     assert set(ours_t1["kernel"]) == {"moe_w4a16_frag_kernel", "moe_w4a16_frag_w2sum_kernel"}
     assert lesson.profile_table(OLD_RUN) is None
+
+
+def test_marlin_ranges_and_sentence():
+    """The README kernel row's sentence: leads (lo > 1), trails (hi <= 1), shape-dependent otherwise; a file with no
+    Marlin rows or no file at all is refused in one line naming ``paths``."""
+    from sm120lab.bench.lesson import marlin_range_text, marlin_ranges
+
+    assert marlin_range_text({1: (1.2, 1.5), 4: (0.9, 1.1), 16: (0.5, 1.0)}) == (
+        "ahead at T=1 (1.20-1.50x) on every shape; behind at T=16 (0.50-1.00x) on every shape; "
+        "shape-dependent at T=4 (0.90-1.10x)")
+    with pytest.raises(ValueError, match="^paths: expected at least one"):
+        marlin_ranges([])
+    with pytest.raises(ValueError, match="^paths: .* has no vllm-marlin rows"):
+        marlin_ranges([data_dir() / "bench" / "moe_h200_2026-12-02.json"])
+    one = data_dir() / "bench" / "moe_h100-80gb-hbm3_2026-12-07_qwen3.5-397b-a17b_tune.json"
+    r = marlin_ranges([one])
+    assert all(lo == hi for lo, hi in r.values()) and 0.9 < r[1024][0] < 1.0 < r[1][0]

@@ -5,6 +5,7 @@ tests/test_triton_moe.py)."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path as FsPath
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from sm120lab.kernels import plan as P
 from sm120lab.kernels.moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS
 from sm120lab.moe.problem import PRESETS
+from sm120lab.paths import repo_root
 
 ROOT = FsPath(__file__).resolve().parents[1]
 SM90 = P.Target(name="h200", capability=(9, 0), triton=(3, 6))
@@ -114,8 +116,10 @@ def test_share_b_tiles_are_two_tile_options_the_w2_sum_kernel_does_not_take():
     s = P.MoEShape(E=512, N=1024, K=4096, top_k=10)
     assert FRAG_CONFIGS["f2w2oc2b"].SHARE_B and FRAG_CONFIGS["f2w2oc2b"].TILES == 2
     assert FRAG_CONFIGS["f2w2oc2b"].name == "f2w2oc2b" and not FRAG_CONFIGS["f2w2oc2"].SHARE_B
-    w13, w2 = P.frag_tiles(20.0, 10**6)
+    w13, w2 = P.frag_tiles(P.FRAG_WIDE_MIN_ROWS, 10**6)
     assert w13.name == w2.name == "f2w2oc2b"
+    w13, w2 = P.frag_tiles(P.FRAG_WIDE_MIN_ROWS + 0.5, 10**6)  # 32-slot groups above: four tiles share a fragment
+    assert w13.name == w2.name == "f2w2oc4b" and w13.SHARE_B and w13.block_m == 32
     with pytest.raises(ValueError, match="SHARE_B is not an option of the unsorted w2"):
         P.plan_moe(s, 1, target=SM90, tiles=(FRAG_CONFIGS["f2w4b"], FRAG_CONFIGS["f2w4b"]))
     assert P.plan_moe(s, 1, target=SM90, tiles=(FRAG_CONFIGS["f2w4b"], FRAG_CONFIGS["f1w8"])).w13.SHARE_B
@@ -277,3 +281,35 @@ def test_custom_op_fake_impl_and_unknown_weights():
                                      torch.ones(1, 1), "nope")
     with pytest.raises(ValueError, match="name must be"):
         moe_op.register_moe_weights("", None)
+
+
+def test_formula_bounds_are_the_recorded_graph_timings():
+    """FRAG_WIDE_MIN_ROWS and FRAG_MAX_ROWS restate the lent H100's graph-timed probe of 2026-12-07
+    (data/bench/aux/wide_b_probe_h100_2026-12-07/, every preset and two untuned shapes, T = 256-4096): the
+    32-slot f2w2oc4b beats the 16-slot f2w2oc2b exactly above FRAG_WIDE_MIN_ROWS rows per expert, with
+    bit-identical outputs; above FRAG_MAX_ROWS the MMA tile the table picks beats it on every layer, and at or
+    below it f2w2oc4b beats the table's MMA tile on all layers but one (qwen3-next, H = 2048, 80 rows)."""
+    path = repo_root() / "data" / "bench" / "aux" / "wide_b_probe_h100_2026-12-07" / "wide_b_probe.jsonl"
+    rows: dict = {}
+    for line in path.read_text().splitlines()[1:]:
+        d = json.loads(line)
+        if d.get("kernel") == "layer":
+            rows.setdefault((d["preset"], d["T"]), {})[d["plan"]] = d
+    assert len(rows) == 18
+    frag_wins, frag_losses = 0, 0
+    for (name, t), r in rows.items():
+        if name in PRESETS:
+            e, k = PRESETS[name].E, PRESETS[name].k
+        else:
+            e, k = (int(v) for v in re.search(r"-E(\d+)-k(\d+)$", name).groups())
+        per_expert = t * k / e
+        wide, base, table = r["f2w2oc4b+f2w2oc4b"], r["f2w2oc2b+f2w2oc2b"], r["table"]
+        assert wide["bit_equal_to_base"] is True
+        assert (wide["us"] < base["us"]) == (per_expert > P.FRAG_WIDE_MIN_ROWS), (name, t)
+        if table["path"] == "mma":
+            if per_expert > P.FRAG_MAX_ROWS:
+                assert table["us"] < wide["us"], (name, t)
+            else:
+                frag_wins += wide["us"] < table["us"]
+                frag_losses += wide["us"] >= table["us"]
+    assert (frag_wins, frag_losses) == (5, 1)

@@ -281,6 +281,16 @@ def test_kernel_row_reads_the_newest_bench_file_it_names():
     if peer:
         assert f"production peer (triton_kernels `matmul_ogs`, bf16 x MXFP4) {peer[1]:.2f}x at T=1 and " \
                f"{peer[s['Tmax']]:.2f}x at T={s['Tmax']}" in row
+    # the newest H100 tuning: every preset and two untuned shapes, Marlin in the same process
+    from sm120lab.bench.lesson import marlin_range_text, marlin_ranges
+    from sm120lab.bench.records import load_bench
+
+    tuned = sorted((data_dir() / "bench").glob("moe_h100-80gb-hbm3_2026-12-07_*_tune.json"))
+    assert len(tuned) == 6 and all(load_bench(p).checks_ok for p in tuned)
+    ranges = marlin_ranges(tuned)
+    assert sorted(ranges) == [1, 4, 16, 64, 256, 1024, 4096]
+    assert "`data/bench/moe_h100-80gb-hbm3_2026-12-07_<preset>_tune.json`" in row
+    assert f"Marlin time / ours: {marlin_range_text(ranges)}." in row
     pct = s["pct_copy_bw"]
     t_best = max(pct, key=pct.get)
     assert f"{pct[1]:.1f}% of the measured {s['copy_GBps']:,.0f} GB/s copy bandwidth at T=1" in row

@@ -16,8 +16,9 @@
 # A Mixture-of-Experts layer at decode time reads the weights of the ~10 experts each token picks
 # and does almost no arithmetic with them: its floor is **bytes of NVFP4 weights / memory
 # bandwidth**. This lesson follows `sm120lab.kernels` from the one-time weight preparation to the
-# kernel, checks it against an exact reference, and reads the recorded H200 benchmark
-# (Qwen3.5-397B-A17B MoE shape: H=4096, I=1024, E=512, top-10) as "% of that floor" for ours and
+# kernel, checks it against an exact reference, and reads a recorded benchmark (by default the newest:
+# a lent H100's tuning of 2026-12-07 at the Qwen3.5-397B-A17B MoE shape, H=4096, I=1024, E=512, top-10;
+# the H200 runs of 2026-12-03/04 are in `data/bench/` too) as "% of that floor" for ours and
 # every peer, **vLLM's Marlin NVFP4 MoE** among them: the kernel SM120 owners serve with today, run from
 # vLLM 0.26.0's own wheel on the same weights and routings (`sm120lab upstream vllm-cache`). Marlin uses
 # `mma.sync`, the tensor-core class SM120 has, so ours against Marlin is the comparison that carries
@@ -26,6 +27,7 @@
 # only: **unverified on SM120 hardware**.
 
 # %%
+import glob
 import json
 import os
 
@@ -37,12 +39,14 @@ if not torch.cuda.is_available():
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 from sm120lab.bench import lesson
 from sm120lab.bench.plot import plot_moe
 from sm120lab.kernels.layout import decode_tile_layout, frag_tile_map, plot_decode_tile, plot_frag_tile
 from sm120lab.kernels.moe_frag import frag_supported
 from sm120lab.kernels.moe_layer import interpreting
+from sm120lab.kernels.plan import FRAG_MAX_ROWS
 from sm120lab.kernels.prepack import prepare_moe_weights
 from sm120lab.moe import make_moe_problem
 from sm120lab.moe.reference import moe_reference
@@ -51,8 +55,10 @@ from sm120lab.runs import answer
 pd.set_option("display.width", 200)
 
 # %% tags=["parameters"]
-# the recorded H200 run (path relative to notebooks/)
-bench_json = "../data/bench/moe_h200_2026-12-04_qwen3.5-397b-a17b_marlin.json"
+# the recorded run (path relative to notebooks/): the H100 tuning of 2026-12-07, Marlin in the same process
+bench_json = "../data/bench/moe_h100-80gb-hbm3_2026-12-07_qwen3.5-397b-a17b_tune.json"
+# the same tuning's files for every preset and two untuned shapes (section 4's comparison with Marlin)
+marlin_glob = "../data/bench/moe_h100-80gb-hbm3_2026-12-07_*_tune.json"
 # "auto": also time the layer live when this machine has a CUDA GPU; "off": recorded data only
 live = "auto"
 # T values timed live (the qwen3.5-397b-a17b layer needs ~20 GB of GPU memory for all contenders)
@@ -139,18 +145,19 @@ plt.show()
 # ## 2. The kernel, called from the package
 #
 # `fused_moe_packed(hidden, topk_ids, topk_weights, packed)` picks, on a GPU with sm_90+, the
-# fragment kernels (`sm120lab.kernels.moe_frag`) up to 24 routed rows per active expert and the MMA
-# kernel (`moe_gemm`, on the canonical words) above; elsewhere (this CPU interpreter, older GPUs)
+# fragment kernels (`sm120lab.kernels.moe_frag`) up to `FRAG_MAX_ROWS` routed rows per active expert
+# (printed below) and the MMA kernel (`moe_gemm`, on the canonical words) above; elsewhere (this CPU interpreter, older GPUs)
 # the CUDA-core decode kernel (`moe_decode`) up to 1 row per expert. All compute
 # `alpha_e * sum_k e2m1 * SF * a` exactly in fp32 (the order of additions differs) and write
 # `silu(gate) * up` (w13) and the routing-weighted sum over the k choices (w2). Every path this
 # machine can run, on the tiny preset with poisoned outputs:
 
 # %%
+print(f"the formula's fragment path: up to {FRAG_MAX_ROWS:.0f} rows per active expert")
 lesson.path_table(prob, packed, ref)
 
 # %% [markdown]
-# ## 3. Correctness in the recorded H200 run
+# ## 3. Correctness in the recorded run
 #
 # Every benchmark run starts with these checks (fresh weights and routings from the recorded seed,
 # poisoned outputs): ours against the fp64 reference at model shape, the inline-PTX decode against
@@ -174,13 +181,30 @@ plt.show()
 lesson.bench_table(run)
 
 # %% [markdown]
+# ### Against vLLM's Marlin on every preset and two untuned shapes
+#
+# Marlin time / ours per T from the same tuning's files (above 1: ours is faster), then the sentence the
+# README's kernel row carries, computed from the same numbers.
+
+# %%
+marlin_files = sorted(glob.glob(marlin_glob))
+if marlin_files:
+    shapes = lesson.marlin_shapes(marlin_files)
+    lesson.plot_marlin_shapes(shapes, gpu=gpu)
+    plt.show()
+    print(lesson.marlin_range_text(lesson.marlin_ranges(marlin_files)))
+    display(shapes.round(2))
+else:
+    print(f"no recorded files match {marlin_glob}: nothing to compare")
+
+# %% [markdown]
 # ### Where the time goes
 #
 # The same run's kernels one by one (`torch.profiler`, device time per layer call), for ours and vLLM's
-# Marlin at T=1 and T=4096. At T=1 ours is two launches streaming weights; at T=4096 ours is the MMA
-# kernel, which dequantizes each weight tile before the tensor cores in every K step; Marlin's two
-# `Marlin<...>` GEMM launches, its `moe_align_block_size`, SiLU-and-mul and k-sum kernels are listed
-# beside it.
+# Marlin at T=1 and T=4096. Ours runs the path its plan chose at each T (the kernel names say which:
+# `moe_w4a16_frag*` the fragment kernels, `moe_gemm*` the MMA kernel, `moe_sort_*` the routing sort);
+# Marlin's two `Marlin<...>` GEMM launches, its `moe_align_block_size`, SiLU-and-mul and k-sum kernels
+# are listed beside it.
 
 # %%
 lesson.profile_table(run, tokens=(1, 4096))

@@ -266,3 +266,88 @@ def live_targets_text(doc: dict | None) -> str:
     if doc is None:
         return "no CUDA GPU here (or live='off'): the figure above is the recorded H200 run"
     return "live targets: " + json.dumps(doc["targets"], indent=1)
+
+
+def marlin_shapes(paths):
+    """Marlin time / ours per shape (rows: each file's preset or shape) and T (columns) over recorded bench files
+    with ``vllm-marlin`` rows (:func:`sm120lab.bench.records.ratios_vs`); above 1 ours is faster.
+
+    Args:
+        paths: bench files (``data/bench/moe_*.json``), one per preset or shape.
+
+    Returns:
+        A DataFrame of ratios, None where a T was not measured.
+    """
+    import pandas as pd
+
+    from .records import load_bench, ratios_vs
+
+    rows = {}
+    for p in paths:
+        d = load_bench(p)
+        rows[d.model or f"shape {d.shape.get('H')},{d.shape.get('I')},{d.shape.get('E')},{d.shape.get('k')}"] = \
+            ratios_vs(d, "vllm-marlin")
+    return pd.DataFrame(rows).T.sort_index(axis=1)
+
+
+def plot_marlin_shapes(table, ax=None, gpu: str = ""):
+    """Draw :func:`marlin_shapes` as one line per shape against T, with the parity line at 1. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name, row in table.iterrows():
+        ts = [t for t in table.columns if row[t] == row[t]]
+        ax.plot(ts, [row[t] for t in ts], marker="o", label=name)
+    ax.axhline(1.0, color="k", linestyle="--", linewidth=1, label="parity: as fast as Marlin")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens T")
+    ax.set_ylabel("Marlin time / ours (above 1: ours faster)")
+    ax.set_title(f"ours against vLLM's Marlin NVFP4 MoE, same weights and routings{' on ' + gpu if gpu else ''}",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def marlin_ranges(paths) -> dict[int, tuple[float, float]]:
+    """Per T, the lowest and highest ``Marlin time / ours`` (:func:`sm120lab.bench.records.ratios_vs`) over the
+    bench files ``paths`` (one per preset or shape, the same GPU): ``{T: (lo, hi)}``, only T measured in every
+    file.
+
+    Raises:
+        ValueError: no path, or a file without ``vllm-marlin`` rows (``paths: ...``).
+    """
+    from .records import load_bench, ratios_vs
+
+    per: dict[int, list[float]] = {}
+    paths = list(paths)
+    if not paths:
+        raise ValueError("paths: expected at least one bench file with vllm-marlin rows")
+    for p in paths:
+        vs = ratios_vs(load_bench(p), "vllm-marlin")
+        if not vs:
+            raise ValueError(f"paths: {p} has no vllm-marlin rows")
+        for t, v in vs.items():
+            per.setdefault(t, []).append(v)
+    return {t: (min(v), max(v)) for t, v in sorted(per.items()) if len(v) == len(paths)}
+
+
+def marlin_range_text(ranges: dict[int, tuple[float, float]]) -> str:
+    """One sentence from :func:`marlin_ranges`: where ours leads on every shape (lo > 1), where it trails on
+    every shape (hi <= 1) and where that depends on the shape, each T with its range."""
+    def join(ts):
+        parts = [f"T={t} ({ranges[t][0]:.2f}-{ranges[t][1]:.2f}x)" for t in ts]
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+    ahead = [t for t, (lo, _) in ranges.items() if lo > 1.0]
+    behind = [t for t, (_, hi) in ranges.items() if hi <= 1.0]
+    mixed = [t for t in ranges if t not in ahead and t not in behind]
+    out = []
+    if ahead:
+        out.append(f"ahead at {join(ahead)} on every shape")
+    if behind:
+        out.append(f"behind at {join(behind)} on every shape")
+    if mixed:
+        out.append(f"shape-dependent at {join(mixed)}")
+    return "; ".join(out)

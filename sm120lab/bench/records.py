@@ -184,6 +184,16 @@ def load_bench(path: str | Path) -> BenchDoc:
     return bench_doc(data, path)
 
 
+def ratios_vs(doc: BenchDoc, other: str, ours: str = "triton-w4a16") -> dict[int, float]:
+    """``{T: t(other) / t(ours)}`` over the T where both have a CUDA-graph MoE-layer row (above 1: ours is
+    faster), e.g. ``ratios_vs(doc, "vllm-marlin")`` is Marlin time / ours."""
+    def t(name):
+        return {r.T: r.us_median for r in doc.rows_for(op="moe", timing="cuda_graph") if r.contender == name}
+
+    a, b = t(other), t(ours)
+    return {T: a[T] / b[T] for T in sorted(a) if T in b}
+
+
 def load_record(path: str | Path) -> BenchDoc | BenchCheckDoc | GpuTestsDoc:
     """Any JSON file under ``data/bench/`` by its kind: ``*_check.json``, ``gpu_tests_*.json`` or a bench."""
     path = Path(path)

@@ -35,10 +35,16 @@ from .moe_configs import CONFIGS, DECODE_CONFIGS, FRAG_CONFIGS, DecodeConfig, Fr
 #: tile tables of the repository (``data/tiles/<device>.json``)
 TILES_DIR = _FsPath(__file__).resolve().parents[2] / "data" / "tiles"
 TABLE_SCHEMA = 1
-#: the fragment kernels serve up to this many rows per active expert; above it the MMA kernel runs
-#: (H200 tuning of 2026-12-03, data/tiles/h200.json: 16-slot groups won up to 32 rows (gpt-oss T=1024,
-#: 1.74 ms against 2.33 for the best MMA tile at 64 rows, qwen3-235b); the MMA kernel at 64 rows and above)
-FRAG_MAX_ROWS = 40.0
+#: the fragment kernels serve up to this many rows per active expert; above it the MMA kernel runs.
+#: Graph-timed on a lent H100 on 2026-12-07 (data/bench/aux/wide_b_probe_h100_2026-12-07/), the 32-slot
+#: tile f2w2oc4b against the MMA tile the H200 table picks: frag faster at 51, 64, 80 and 128 rows on five
+#: of six layers (0.87-0.98x), slower at 80 rows on qwen3-next (H=2048: 1.12x) and at 205 and 256 rows
+#: (1.05x, 1.07x). Before the 32-slot tiles (H200 tuning of 2026-12-03) the bound was 40.
+FRAG_MAX_ROWS = 128.0
+#: above this many rows per active expert the fragment plan takes the 32-slot groups (f2w2oc4b) instead
+#: of the 16-slot ones (f2w2oc2b): same H100 run, f2w2oc4b 0.81-0.95x the layer time at 20-256 rows on
+#: all 12 (layer, T) pairs measured, 1.01-1.38x at 5-16 rows on all 6 (bit-identical outputs)
+FRAG_WIDE_MIN_ROWS = 16.0
 #: up to this many rows per active expert the fragment kernel runs one slot per program (no sort): each
 #: extra row re-reads its expert's weights, the sort costs 12-15 us. Tuned: one slot per program won at
 #: 1.03-1.10 rows (T=4 of every preset), 8-slot groups at 1.15-1.55 (T=16)
@@ -279,16 +285,20 @@ def frag_tiles(rows_per_expert: float, w2sum_programs: int) -> tuple[FragConfig,
     """Fragment (w13, w2) tiles, the winners of the H200 tuning at four presets (data/tiles/h200.json):
     one slot per program up to ``FRAG_UNSORTED_MAX_ROWS`` (w2 through the w2+sum kernel, its tile by
     ``w2sum_programs`` = H/16 x T: up to 768 programs 1 tile x 8 warps), 8-slot groups (f2w2o) up to
-    12 rows, 16-slot groups of the wide kernel above: ``f2w2oc2b``, the H200 winner ``f2w2oc2`` with one activation
-    load per lane for both tiles (``SHARE_B``; bit-identical outputs, the layer 0.90-0.92x the time at T = 1024 on three
-    presets, each kernel 0.86-0.96x at T = 1024-4096 on four; a lent H100, notes/triton_kernels.md, thirteenth round)."""
+    12 rows, 16-slot groups of the wide kernel up to ``FRAG_WIDE_MIN_ROWS``: ``f2w2oc2b``, the H200 winner
+    ``f2w2oc2`` with one activation load per lane for both tiles (``SHARE_B``; bit-identical outputs, the layer
+    0.90-0.92x the time at T = 1024 on three presets; a lent H100, notes/triton_kernels.md, thirteenth round);
+    32-slot groups above: ``f2w2oc4b``, each warp four 8-slot tiles against one weight fragment (the layer
+    0.81-0.95x the time of ``f2w2oc2b`` at 20-256 rows, fourteenth round)."""
     r = rows_per_expert
     if r <= FRAG_UNSORTED_MAX_ROWS:
         w2 = "f1w8" if w2sum_programs <= 768 else "f2w4" if w2sum_programs <= 2048 else "f2w2"
         return FRAG_CONFIGS["f2w4"], FRAG_CONFIGS[w2]
     if r <= 12:
         return FRAG_CONFIGS["f2w2o"], FRAG_CONFIGS["f2w2o"]
-    return FRAG_CONFIGS["f2w2oc2b"], FRAG_CONFIGS["f2w2oc2b"]
+    if r <= FRAG_WIDE_MIN_ROWS:
+        return FRAG_CONFIGS["f2w2oc2b"], FRAG_CONFIGS["f2w2oc2b"]
+    return FRAG_CONFIGS["f2w2oc4b"], FRAG_CONFIGS["f2w2oc4b"]
 
 
 def decode_tiles(num_slots: int) -> tuple[DecodeConfig, DecodeConfig]:

@@ -433,7 +433,7 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
         measured copy bandwidth.
     """
     from ..bench.peer import PEER
-    from ..bench.records import load_bench
+    from ..bench.records import load_bench, ratios_vs
 
     d = load_bench(path)
     rows = d.rows_for(op="moe", timing="cuda_graph")
@@ -452,7 +452,7 @@ def kernel_summary(path: Path, contender: str = "triton-w4a16", baseline: str = 
         "pct_copy_bw": {r.T: r.pct_copy_bw for r in rows if r.contender == contender},
         "copy_GBps": d.ceilings["copy_GBps"],
         "vs_peer": {T: t(PEER, T) / t(contender, T) for T in Ts if t(PEER, T)},
-        "vs_marlin": {T: t("vllm-marlin", T) / t(contender, T) for T in Ts if t("vllm-marlin", T)},
+        "vs_marlin": {T: v for T, v in ratios_vs(d, "vllm-marlin", contender).items() if T in Ts},
     }
 
 
