@@ -399,3 +399,47 @@ def test_a_swallowed_ctrl_c_still_stops_the_run_after_its_notebook(tmp_path, mon
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert [n["status"] for n in summary["notebooks"]] == ["ok", "not run", "not run"]
+
+
+def test_after_ctrl_c_the_dead_kernels_task_logs_nothing(caplog):
+    """The failure of 2026-12-07 (run 2 of scripts/ci_repeat.sh on b0948c1): after Ctrl-C the cell's asyncio task
+    died with the kernel, and asyncio logged "Task exception was never retrieved" with a traceback when it was
+    collected; nbclient logged "Kernel died" through papermill's logger. After quiet_after_interrupt neither
+    logger emits a record (read with caplog: pytest's handler stands where stderr's last-resort handler would)."""
+    import asyncio
+    import logging
+
+    from sm120lab.runs import execute
+
+    saved = {n: logging.getLogger(n).level for n in execute.INTERRUPT_NOISE_LOGGERS}
+    loop = asyncio.new_event_loop()
+
+    async def dies():
+        raise RuntimeError("Kernel died")
+
+    def dead_task():
+        t = loop.create_task(dies())
+        loop.run_until_complete(asyncio.sleep(0))
+        assert t.done()
+        return t
+
+    def noise():
+        return [r for r in caplog.records if r.name in ("asyncio", "papermill")]
+
+    try:
+        caplog.set_level(logging.DEBUG)
+        task = dead_task()
+        del task  # collected with its exception never retrieved: asyncio logs it
+        logging.getLogger("papermill").error("Kernel died while waiting for execute reply.")
+        assert [r.name for r in noise()] == ["asyncio", "papermill"]  # the noise, before
+        assert "never retrieved" in noise()[0].getMessage()
+        caplog.clear()
+        task = dead_task()
+        execute.quiet_after_interrupt()
+        del task
+        logging.getLogger("papermill").error("Kernel died while waiting for execute reply.")
+        assert noise() == []
+    finally:
+        loop.close()
+        for n, level in saved.items():
+            logging.getLogger(n).setLevel(level)
