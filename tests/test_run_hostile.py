@@ -412,6 +412,8 @@ def test_after_ctrl_c_the_dead_kernels_task_logs_nothing(caplog):
     from sm120lab.runs import execute
 
     saved = {n: logging.getLogger(n).level for n in execute.INTERRUPT_NOISE_LOGGERS}
+    for n in saved:  # an earlier in-process interrupted run (a test above) leaves them silenced for its process
+        logging.getLogger(n).setLevel(logging.NOTSET)
     loop = asyncio.new_event_loop()
 
     async def dies():
