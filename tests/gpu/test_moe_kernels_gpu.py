@@ -103,7 +103,9 @@ def preset_layer(request):
 
 def test_every_T_bucket_at_every_preset_runs_its_plan(preset_layer, seed):
     """The plan the layer picks by itself (tile table of this device, else the formula) at every T bucket,
-    and T between buckets, at model shape; plus the forced decode and MMA paths at T=1 and 4096."""
+    and T between buckets, at model shape; plus the forced decode path at T=1 and the forced MMA path at T=16
+    and 4096, so every path runs whatever this device's table picks (the H100's table picks the fragment path at
+    every bucket for qwen3.5 and gpt-oss)."""
     from sm120lab.kernels.plan import T_BUCKETS, MoEShape, Path, plan_moe
 
     name, layer, packed = preset_layer
@@ -111,11 +113,16 @@ def test_every_T_bucket_at_every_preset_runs_its_plan(preset_layer, seed):
     seen = set()
     for i, t in enumerate(T_BUCKETS + (3, 100, 2000)):
         plan = plan_moe(shape, t, device="cuda")
+        assert plan.source == "formula" or plan.source.startswith("table"), plan.source
         seen.add(plan.path)
         _run_checked(layer, packed, plan, seed + i)
-    assert Path.MMA in seen and (Path.FRAG in seen or not plan.target.frag)
+    assert Path.FRAG in seen or Path.MMA in seen, seen
+    assert Path.FRAG in seen or not plan.target.frag
     _run_checked(layer, packed, plan_moe(shape, 1, device="cuda", paths={Path.DECODE}), seed + 50)
-    _run_checked(layer, packed, plan_moe(shape, 16, device="cuda", paths={Path.MMA}), seed + 51)
+    for j, t in enumerate((16, 4096)):
+        forced = plan_moe(shape, t, device="cuda", paths={Path.MMA})
+        assert forced.path is Path.MMA
+        _run_checked(layer, packed, forced, seed + 51 + j)
 
 
 def test_custom_op_compiles_fullgraph_and_captures_in_a_cuda_graph(small, seed):
