@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import torch  # noqa: E402
 from probe_io import decode_case, open_record, preset_layers  # noqa: E402
 from share_b_probe import bench, marlin_for  # noqa: E402
 
-from sm120lab.kernels.moe_configs import FRAG_CONFIGS  # noqa: E402
+from sm120lab.kernels.moe_configs import FRAG_CONFIGS, FragConfig  # noqa: E402
 from sm120lab.kernels.moe_layer import fused_moe_packed  # noqa: E402
 from sm120lab.kernels.plan import TileTable, plan_moe  # noqa: E402
 from sm120lab.moe.problem import PRESETS  # noqa: E402
@@ -43,6 +44,22 @@ BASE = "f2w2oc2b"
 #: (w13, w2) pairings tried: the base, then the new tiles, each pair sharing the sort's block size
 PAIRS = [(BASE, BASE), ("f4w2oc2b", "f4w2oc2b"), ("f4w2oc2b", BASE), (BASE, "f4w2oc2b"),
          ("f2w2oc4b", "f2w2oc4b"), ("f4w2oc4b", "f4w2oc4b"), ("f4w2oc4b", "f2w2oc4b"), ("f2w2oc4b", "f4w2oc4b")]
+
+
+def tile_named(name: str):
+    """A fragment tile by its name (``FragConfig.name``): one of FRAG_CONFIGS, or one built from the name's fields
+    (``f{TILES}w{warps}`` then ``o``, ``c{CG}``, ``p``, ``d{PING}``, ``b``), for the sixteenth round's warp-count
+    probes; None for any other name. (That round's register-cap names, suffix ``r{N}``, need the FragConfig.MAXNREG
+    field of data/bench/aux/reg_cap_probe_h100_2026-12-07/maxnreg_probe.patch, which did not land.)"""
+    if name in FRAG_CONFIGS:
+        return FRAG_CONFIGS[name]
+    m = re.fullmatch(r"f([124])w([1248])(o?)(?:c([124]))?(p?)(?:d([24]))?(b?)", name)
+    if not m:
+        return None
+    tiles, warps, o, cg, pre, ping, share = m.groups()
+    cfg = FragConfig(int(tiles), int(warps), SORTED=bool(o), CG=int(cg or 0), PREFETCH=bool(pre), PING=int(ping or 0),
+                     SHARE_B=bool(share))
+    return cfg if cfg.name == name else None
 
 
 def main() -> int:
@@ -58,8 +75,9 @@ def main() -> int:
                    help="w13:w2 pairings to time (default: all of PAIRS; the base pair must be among them)")
     args = p.parse_args()
     pairs = [tuple(x.split(":")) for x in args.pairs.split(",") if x]
-    if (BASE, BASE) not in pairs or any(len(x) != 2 or not set(x) <= set(FRAG_CONFIGS) for x in pairs):
-        p.error(f"--pairs: expected w13:w2 names from FRAG_CONFIGS, comma-separated, including {BASE}:{BASE}")
+    if (BASE, BASE) not in pairs or any(len(x) != 2 or None in map(tile_named, x) for x in pairs):
+        p.error(f"--pairs: expected w13:w2 tile names (FRAG_CONFIGS or built as FragConfig.name), comma-separated,"
+                f" including {BASE}:{BASE}")
     pairs.sort(key=lambda x: x != (BASE, BASE))  # the base first: every later pair is bit-compared with it
     emit, copy, t0 = open_record("wide_b_probe.py", args)
     shapes = {n: (PRESETS[n].E, PRESETS[n].k, PRESETS[n].H, PRESETS[n].I) for n in args.presets.split(",") if n}
@@ -75,7 +93,7 @@ def main() -> int:
             ids, tw, x = case["ids"], case["tw"], case["x"]
             head = {"preset": name, "T": t, "active_experts": case["n_active"]}
             plans = [("table", plan_moe(shape, t, device="cuda", table=table))]
-            plans += [(f"{a}+{b}", plan_moe(shape, t, device="cuda", tiles=(FRAG_CONFIGS[a], FRAG_CONFIGS[b])))
+            plans += [(f"{a}+{b}", plan_moe(shape, t, device="cuda", tiles=(tile_named(a), tile_named(b))))
                       for a, b in pairs]
             ref = None if args.once else moe_reference(x, ids, tw, layer.w13, layer.w2, dtype=torch.float64)
             base = None
