@@ -28,6 +28,9 @@
 #   stage wide   carry the last part: the cache rebuilt (once per warm machine), then scripts/wide_b_probe.py (every
 #                preset and two shapes of no preset, T = 256, 1024, 4096: the table's plan, f2w2oc2b, the new tiles'
 #                pairings, vLLM's Marlin; WIDE_PRESETS, WIDE_SHAPES (empty: none), WIDE_TOKENS and WIDE_PAIRS narrow it)
+# Parts: since 2026-12-07 the tracked tree (29 MB) leaves room for one 20 MiB part per call beside .whl_min, so the
+# cache travels as 5 parts (`sm120lab upstream vllm-cache 0.26.0 --from-parts OLD... --pack .vllm-parts --part-mb 20`),
+# one per warm call; the stages' part numbers above are those of the earlier 3 x 36 MiB packing.
 # Wheels and parts live outside the repository (/root/site, /root/vparts) so later calls on the warm machine see them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
