@@ -647,8 +647,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
             (None: :func:`.id_errors.id_error_counter` of the device).
         ping: 0, or 2 / 4 chunks per loop step (:func:`moe_w4a16_frag_kernel`'s ``PING``).
-        share_b: the program's tiles (``tiles`` = 2 or 4, ``ping`` = 0) share one activation load per lane
-            (``SHARE_B``).
+        share_b: the program's tiles (``tiles`` = 2 or 4; with ``ping`` only on sorted columns) share one
+            activation load per lane (``SHARE_B``).
     """
     e, n, k = w.shape
     if w.frag_words is None:
