@@ -112,7 +112,7 @@ class FragConfig:
     num_stages: int = 1  # the kernel pipelines by hand (one chunk in flight); Triton's pipeliner is not used
     PREFETCH: bool = False  # w2+sum only: the chunk in flight also carries its activations and expert factor
     PING: int = 0  # 2 or 4: chunks per loop step in their own registers, no loop-carried copy (w2+sum: with PREFETCH)
-    SHARE_B: bool = False  # TILES = 2 or 4 (PING only when SORTED): every tile multiplies one activation load per lane (in the MMA asm)
+    SHARE_B: bool = False  # TILES = 2 or 4, PING = 0: every tile multiplies one activation load per lane (inside the MMA asm)
 
     @property
     def block_m(self) -> int:

@@ -287,34 +287,6 @@ def _frag_step(q, sc, b0, kc, KC, a1, a2, a3, ok1, ok2, ok3, c0, c1, c2, c3, CG:
     return c0, c1, c2, c3
 
 
-@triton.jit
-def _frag_step_b(q, sc, kc, KC, a0, a1, a2, a3, ok0, ok1, ok2, ok3, c0, c1, c2, c3, CG: tl.constexpr,
-                 TILES: tl.constexpr):
-    """One chunk ``kc`` with ``SHARE_B``: its words dequantized once, then per column group one asm block that loads
-    the lane's activations once for every weight tile (:func:`_frag_mma_ld`); zeros past ``KC``."""
-    kin = kc < KC
-    sg, sg8 = _frag_scales(sc)
-    r0, r1, r2, r3 = _frag_dequant(q, sg, sg8)
-    c0 = _frag_mma_ld(r0, r1, r2, r3, (a0 + kc * 16).to(tl.int64, bitcast=True), (ok0 & kin).to(tl.int32), c0, TILES)
-    if CG > 1:
-        c1 = _frag_mma_ld(r0, r1, r2, r3, (a1 + kc * 16).to(tl.int64, bitcast=True), (ok1 & kin).to(tl.int32), c1,
-                          TILES)
-    if CG > 2:
-        c2 = _frag_mma_ld(r0, r1, r2, r3, (a2 + kc * 16).to(tl.int64, bitcast=True), (ok2 & kin).to(tl.int32), c2,
-                          TILES)
-        c3 = _frag_mma_ld(r0, r1, r2, r3, (a3 + kc * 16).to(tl.int64, bitcast=True), (ok3 & kin).to(tl.int32), c3,
-                          TILES)
-    return c0, c1, c2, c3
-
-
-@triton.jit
-def _frag_chunk_b(q_base, s_base, kn, KC):
-    """K chunk ``kn`` of a lane with ``SHARE_B`` (zeros past ``KC``): its weight words and scale pair (the
-    activations are loaded inside the MMA asm)."""
-    okn = kn < KC
-    return tl.load(q_base + kn * 128, mask=okn, other=0), tl.load(s_base + kn * 32, mask=okn, other=0).to(tl.int32)
-
-
 @triton.jit(do_not_specialize=["num_slots"])
 def moe_w4a16_frag_kernel(
     a_ptr, q_ptr, s_ptr, alpha_ptr, out_ptr, topk_w_ptr, expert_ptr, slot_ptr,
@@ -374,31 +346,7 @@ def moe_w4a16_frag_kernel(
     ok = kc < KC
     q = tl.load(q_base + kc * 128, mask=ok, other=0)
     sc = tl.load(s_base + kc * 32, mask=ok, other=0).to(tl.int32)
-    if PING > 0 and SHARE_B:  # the PING loop of the SHARE_B tiles: chunks carry weights and scales only
-        tl.static_assert(PING == 2 or PING == 4, "PING: 2 or 4 chunks per step")
-        if CG < 2:
-            a1, ok1 = a0, ok0
-        if CG < 4:
-            a2, ok2, a3, ok3 = a0, ok0, a0, ok0
-        qb, scb = _frag_chunk_b(q_base, s_base, WARPS + w, KC)
-        if PING == 4:
-            qc, scc = _frag_chunk_b(q_base, s_base, 2 * WARPS + w, KC)
-            qd, scd = _frag_chunk_b(q_base, s_base, 3 * WARPS + w, KC)
-        for k0 in range(0, KC, PING * WARPS):  # chunks k0 + (0, 1, ...) * WARPS + w
-            c0, c1, c2, c3 = _frag_step_b(q, sc, k0 + w, KC, a0, a1, a2, a3, ok0, ok1, ok2, ok3, c0, c1, c2, c3, CG,
-                                          TILES)
-            q, sc = _frag_chunk_b(q_base, s_base, k0 + PING * WARPS + w, KC)
-            c0, c1, c2, c3 = _frag_step_b(qb, scb, k0 + WARPS + w, KC, a0, a1, a2, a3, ok0, ok1, ok2, ok3, c0, c1, c2,
-                                          c3, CG, TILES)
-            qb, scb = _frag_chunk_b(q_base, s_base, k0 + (PING + 1) * WARPS + w, KC)
-            if PING == 4:
-                c0, c1, c2, c3 = _frag_step_b(qc, scc, k0 + 2 * WARPS + w, KC, a0, a1, a2, a3, ok0, ok1, ok2, ok3, c0,
-                                              c1, c2, c3, CG, TILES)
-                qc, scc = _frag_chunk_b(q_base, s_base, k0 + 6 * WARPS + w, KC)
-                c0, c1, c2, c3 = _frag_step_b(qd, scd, k0 + 3 * WARPS + w, KC, a0, a1, a2, a3, ok0, ok1, ok2, ok3, c0,
-                                              c1, c2, c3, CG, TILES)
-                qd, scd = _frag_chunk_b(q_base, s_base, k0 + 7 * WARPS + w, KC)
-    elif PING > 0:
+    if PING > 0:
         tl.static_assert(PING == 2 or PING == 4, "PING: 2 or 4 chunks per step")
         if CG < 2:  # groups 1-3 (loaded in place, each step) exist from CG = 2 and 4 on
             a1, ok1 = a0, ok0
@@ -647,8 +595,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
         id_errors: int32 [1] counter the unsorted w13 launch (``fuse_silu``) adds out-of-range ids to
             (None: :func:`.id_errors.id_error_counter` of the device).
         ping: 0, or 2 / 4 chunks per loop step (:func:`moe_w4a16_frag_kernel`'s ``PING``).
-        share_b: the program's tiles (``tiles`` = 2 or 4; with ``ping`` only on sorted columns) share one
-            activation load per lane (``SHARE_B``).
+        share_b: the program's tiles (``tiles`` = 2 or 4, ``ping`` = 0) share one activation load per lane
+            (``SHARE_B``).
     """
     e, n, k = w.shape
     if w.frag_words is None:
@@ -673,9 +621,8 @@ def launch_frag(a: torch.Tensor, w, out: torch.Tensor, topk_w: torch.Tensor, exp
     if n_out % (16 * out_t):
         raise ValueError(f"tiles={tiles}: the {'w13 intermediate' if fuse_silu else 'output'} size {n_out} must be a "
                          f"multiple of {16 * out_t} (16 rows per output tile)")
-    if share_b and (tiles not in (2, 4) or (ping and not sorted_cols)):
-        raise ValueError(f"share_b needs tiles=2 or 4 (with ping: sorted columns), got tiles={tiles}, ping={ping}, "
-                         f"sorted_cols={sorted_cols}")
+    if share_b and (tiles not in (2, 4) or ping):
+        raise ValueError(f"share_b needs tiles=2 or 4 and ping=0, got tiles={tiles}, ping={ping}")
     moe_w4a16_frag_kernel[grid](*args, FUSE_SILU=fuse_silu, MUL_ROUTING=mul_routing, TILES=tiles, WARPS=warps,
                                 OUT_T=out_t, CG=cg or int(sorted_cols), num_warps=warps, num_stages=1,
                                 **({"PING": ping} if ping else {}), **({"SHARE_B": True} if share_b else {}))
